@@ -1,0 +1,81 @@
+//! The commands of the `agentd` binary. Each opens only the connections it needs.
+
+pub mod cancel;
+pub mod submit;
+pub mod telemetry;
+pub mod trace;
+pub mod watch;
+
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::store;
+
+/// `agentd worker`: runs until SIGINT or SIGTERM, then drains.
+pub async fn worker(settings: Settings) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received; shutting down");
+        trigger.cancel();
+    });
+    crate::worker::run(settings, shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot listen for SIGTERM; only SIGINT stops the worker");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// `agentd migrate`.
+pub async fn migrate(settings: &Settings) -> anyhow::Result<ExitCode> {
+    store::prepare(&settings.database.url, 2).await?;
+    println!("migrations applied");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentd agent create`: prints the new agent_id.
+pub async fn agent_create(
+    settings: &Settings,
+    agent: &store::agents::NewAgent,
+) -> anyhow::Result<ExitCode> {
+    let pool = store::prepare(&settings.database.url, 2).await?;
+    let agent_id = store::agents::create(&pool, agent).await?;
+    println!("{agent_id}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentd agent list`.
+pub async fn agent_list(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let pool = store::prepare(&settings.database.url, 2).await?;
+    let agents = store::agents::list(&pool).await?;
+    println!(
+        "{:<36}  {:<20}  {:<24}  {:>5}  tools",
+        "agent_id", "name", "model", "max_it"
+    );
+    for agent in agents {
+        let tools = agent
+            .tools
+            .map_or_else(|| "(all built-in)".to_owned(), |tools| tools.join(","));
+        println!(
+            "{:<36}  {:<20}  {:<24}  {:>5}  {tools}",
+            agent.agent_id, agent.name, agent.model, agent.max_iteration
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

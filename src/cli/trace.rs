@@ -1,0 +1,127 @@
+//! `agentd trace TASK_ID`: the full trace of a task from PostgreSQL, for people.
+
+use std::process::ExitCode;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::config::Settings;
+use crate::store::{self, trace::LlmCallRecord, trace::ToolCallRow};
+
+/// Prints the task, its plan, and every recursion with its tool calls and LLM attempts.
+pub async fn run(settings: &Settings, task_id: Uuid) -> anyhow::Result<ExitCode> {
+    let pool = store::connect(&settings.database.url, 2).await?;
+    let Some(task) = store::tasks::get(&pool, task_id).await? else {
+        eprintln!("no task {task_id}");
+        return Ok(ExitCode::FAILURE);
+    };
+    let recursions = store::trace::recursions(&pool, task_id).await?;
+    let tool_calls = store::trace::tool_calls(&pool, task_id).await?;
+    let llm_calls = store::trace::llm_calls(&pool, task_id).await?;
+    println!("task      {}", task.task_id);
+    println!(
+        "agent     {}",
+        task.agent_id.map(|id| id.to_string()).unwrap_or_default()
+    );
+    println!(
+        "status    {} after {} recursion(s)",
+        task.status, task.iterations
+    );
+    println!("input     {}", task.input.as_deref().unwrap_or(""));
+    if let (Some(started), Some(finished)) = (task.started_at, task.finished_at) {
+        println!("took      {} ms", (finished - started).num_milliseconds());
+    }
+    print_plan(task.plan.as_ref());
+    for recursion in &recursions {
+        println!(
+            "\n#{} [{}] step {} · {} ms · trace {}",
+            recursion.iteration,
+            recursion.status,
+            recursion.step_id.as_deref().unwrap_or("-"),
+            (recursion.finished_at - recursion.started_at).num_milliseconds(),
+            recursion.trace_id
+        );
+        println!(
+            "  action   {}",
+            recursion.action_type.as_deref().unwrap_or("(none)")
+        );
+        println!("  abstract {}", recursion.abstract_);
+        println!("  observe  {}", recursion.observe);
+        println!("  thought  {}", recursion.thought);
+        if let Some(error) = &recursion.error_log {
+            println!("  error    {error}");
+        }
+        for call in tool_calls
+            .iter()
+            .filter(|call| call.trace_id == recursion.trace_id)
+        {
+            println!("  tool     {}", describe_tool(call));
+        }
+        for call in llm_calls
+            .iter()
+            .filter(|call| call.trace_id == recursion.trace_id)
+        {
+            println!("  llm      {}", describe_llm(call));
+        }
+    }
+    match (&task.answer, &task.error) {
+        (Some(answer), _) => println!("\nanswer\n{answer}"),
+        (None, Some(error)) => println!(
+            "\nerror ({})\n{error}",
+            task.fail_reason.as_deref().unwrap_or("")
+        ),
+        (None, None) => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_plan(plan: Option<&Value>) {
+    let steps = plan.and_then(Value::as_array).cloned().unwrap_or_default();
+    if steps.is_empty() {
+        return;
+    }
+    println!("plan");
+    for step in steps {
+        println!(
+            "  [{}] {} {}",
+            step["status"].as_str().unwrap_or(""),
+            step["step_id"].as_str().unwrap_or(""),
+            step["description"].as_str().unwrap_or("")
+        );
+    }
+}
+
+fn describe_tool(call: &ToolCallRow) -> String {
+    let arguments = call
+        .arguments
+        .as_ref()
+        .map(Value::to_string)
+        .unwrap_or_default();
+    match (call.success, &call.result, &call.error) {
+        (true, Some(result), _) => format!(
+            "{}({arguments}) = {result} · {} ms",
+            call.name, call.duration_ms
+        ),
+        (_, _, Some(error)) => format!(
+            "{}({arguments}) failed: {error} · {} ms",
+            call.name, call.duration_ms
+        ),
+        _ => format!("{}({arguments}) · {} ms", call.name, call.duration_ms),
+    }
+}
+
+fn describe_llm(call: &LlmCallRecord) -> String {
+    let tokens = match (call.prompt_tokens, call.completion_tokens) {
+        (Some(prompt), Some(completion)) => format!(" · {prompt}+{completion} tokens"),
+        _ => String::new(),
+    };
+    let error = call
+        .error
+        .as_deref()
+        .map(|e| format!(" · {e}"))
+        .unwrap_or_default();
+    format!(
+        "attempt {} · {} · {} ms{tokens}{error}",
+        call.attempt, call.status, call.latency_ms
+    )
+}

@@ -1,0 +1,140 @@
+//! Typed settings loaded with the `config` crate: `config/default.toml`, then the optional
+//! `--config PATH` file, then `AGENTD__SECTION__KEY` environment variables. Every key is
+//! documented in config/default.toml; the API key lives in a type whose Debug prints nothing.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use crate::core::retry::RetryPolicy;
+use crate::llm::LlmSettings;
+use crate::llm::secret::Secret;
+
+/// Everything the binary can be configured with.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub amqp: AmqpSettings,
+    pub database: DatabaseSettings,
+    pub llm: LlmConfig,
+    pub worker: WorkerSettings,
+    pub log: LogSettings,
+}
+
+/// RabbitMQ connection and topology names (CONTRACT §2–3).
+#[derive(Debug, Clone, Deserialize)]
+pub struct AmqpSettings {
+    pub url: String,
+    pub tasks_queue: String,
+    pub dead_letter_queue: String,
+    pub events_exchange: String,
+    pub control_exchange: String,
+}
+
+/// PostgreSQL connection.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DatabaseSettings {
+    pub url: String,
+    pub max_connections: u32,
+}
+
+/// The `[llm]` section.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LlmConfig {
+    pub base_url: String,
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+    pub timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    pub retry: RetryPolicy,
+}
+
+impl LlmConfig {
+    /// The client settings (an empty api_key counts as none).
+    pub fn client_settings(&self) -> LlmSettings {
+        LlmSettings {
+            base_url: self.base_url.clone(),
+            api_key: self.api_key.clone().filter(|key| !key.expose().is_empty()),
+            timeout_ms: self.timeout_ms,
+            connect_timeout_ms: self.connect_timeout_ms,
+        }
+    }
+}
+
+/// The `[worker]` section.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WorkerSettings {
+    pub concurrency: u16,
+    pub max_message_bytes: usize,
+    pub max_deliveries: u32,
+    pub prompt_path: PathBuf,
+    pub shutdown_grace_secs: u64,
+}
+
+/// The `[log]` section.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LogSettings {
+    pub level: String,
+    pub format: LogFormat,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Settings {
+    /// Loads config/default.toml (relative to the working directory), then `extra`, then
+    /// the `AGENTD__` environment.
+    pub fn load(extra: Option<&Path>) -> anyhow::Result<Self> {
+        Self::load_from(Path::new("config/default.toml"), extra)
+    }
+
+    /// Like [`Settings::load`] with an explicit default file.
+    pub fn load_from(default: &Path, extra: Option<&Path>) -> anyhow::Result<Self> {
+        let mut builder =
+            config::Config::builder().add_source(config::File::from(default).required(true));
+        if let Some(path) = extra {
+            builder = builder.add_source(config::File::from(path).required(true));
+        }
+        let built = builder
+            .add_source(
+                config::Environment::with_prefix("AGENTD")
+                    .prefix_separator("__")
+                    .separator("__")
+                    .try_parsing(true),
+            )
+            .build()
+            .with_context(|| format!("reading configuration ({})", default.display()))?;
+        let settings: Settings = built.try_deserialize().context("invalid configuration")?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.worker.concurrency > 0,
+            "worker.concurrency must be > 0"
+        );
+        anyhow::ensure!(
+            self.worker.max_deliveries > 0,
+            "worker.max_deliveries must be > 0"
+        );
+        anyhow::ensure!(
+            self.worker.max_message_bytes > 0,
+            "worker.max_message_bytes must be > 0"
+        );
+        Ok(())
+    }
+
+    /// Pool size: the configured one, or concurrency + 4.
+    pub fn pool_size(&self) -> u32 {
+        match self.database.max_connections {
+            0 => u32::from(self.worker.concurrency) + 4,
+            n => n,
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The recursion loop of seed 000 as a steppable, I/O-free machine. The driver asks
+//! [`Machine::begin_recursion`] for the next LLM call, feeds back the reply
+//! ([`Machine::on_llm_reply`]) and, for CALL_TOOL, the tool results
+//! ([`Machine::on_tool_results`]); each step answers with what to do [`Next`]. The machine
+//! enforces `max_iteration`, owns the plan, step statuses and short-term memory, builds the
+//! state snapshot and the message layout, and queues [`DomainEvent`]s for the driver.
+//!
+//! It is `Serialize + Deserialize` so the driver can checkpoint it and resume a task.
+//! Queued events are not part of a checkpoint: drain them with [`Machine::take_events`]
+//! after every step.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::core::action::parse_reply;
+use crate::core::prompt::PromptTemplate;
+use crate::core::record::Closed;
+use crate::core::state::{
+    ActionView, LastRecursion, MemoryEntry, MemorySource, PlanStep, RecursionStatus,
+};
+use crate::core::types::{LlmReply, ToolCallRequest, ToolCallResult};
+
+pub use crate::core::outcome::{DomainEvent, FailReason, LlmCall, Next, Outcome, TaskInfo};
+pub use crate::core::record::RecursionRecord;
+
+/// The state of one task's recursion loop.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Machine {
+    task: TaskInfo,
+    /// Recursions started so far (the current one included).
+    iteration: u32,
+    plan: Vec<PlanStep>,
+    memory: Vec<MemoryEntry>,
+    /// One compact assistant message per finished recursion.
+    history: Vec<String>,
+    last_recursion: Option<LastRecursion>,
+    open: Option<OpenRecursion>,
+    /// The latest REFLECT summary: the partial result if the task fails.
+    last_reflect: Option<String>,
+    outcome: Option<Outcome>,
+    updated_at: DateTime<Utc>,
+    #[serde(skip)]
+    events: Vec<DomainEvent>,
+}
+
+/// The recursion under way.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OpenRecursion {
+    trace_id: Uuid,
+    iteration: u32,
+    step_id: Option<String>,
+    started_at: DateTime<Utc>,
+    /// Set when the reply was CALL_TOOL: the recursion waits for the tool results.
+    tools: Option<PendingTools>,
+}
+
+/// A CALL_TOOL reply waiting for its tool results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PendingTools {
+    calls: Vec<ToolCallRequest>,
+    observe: String,
+    thought: String,
+    abstract_: String,
+    raw: Value,
+}
+
+impl Machine {
+    /// A machine for a new task; nothing has run yet.
+    pub fn new(task: TaskInfo) -> Self {
+        Self {
+            updated_at: task.created_at,
+            task,
+            iteration: 0,
+            plan: Vec::new(),
+            memory: Vec::new(),
+            history: Vec::new(),
+            last_recursion: None,
+            open: None,
+            last_reflect: None,
+            outcome: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// INPUT and the max_iteration check of seed 000. Fails with `MaxIteration` once
+    /// `max_iteration` recursions have run; otherwise starts recursion `iteration + 1` with
+    /// `trace_id`, attributes it to the step in progress (starting the first pending step if
+    /// none runs) and returns the LLM call with the freshly rendered state snapshot.
+    /// Events: `RecursionStarted`, then `StepUpdated` if a step was started.
+    pub fn begin_recursion(
+        &mut self,
+        trace_id: Uuid,
+        now: DateTime<Utc>,
+        template: &PromptTemplate,
+    ) -> Next {
+        if let Some(outcome) = &self.outcome {
+            return Next::Finished(outcome.clone());
+        }
+        if let Some(open) = &self.open {
+            let error = format!(
+                "begin_recursion called while recursion {} is still open",
+                open.iteration
+            );
+            return self.fail(FailReason::Internal, error, now);
+        }
+        self.updated_at = now;
+        if self.iteration >= self.task.max_iteration {
+            let error = format!(
+                "reached max_iteration ({}) without an ANSWER",
+                self.task.max_iteration
+            );
+            return self.fail(FailReason::MaxIteration, error, now);
+        }
+        self.start(trace_id, now);
+        self.llm_call(trace_id, now, template)
+    }
+
+    /// Feeds the LLM reply of the current recursion.
+    ///
+    /// An unusable reply ends the recursion `error` with the [`ReplyError`] text as its
+    /// error_log (seen by the model next time), and the loop goes on: `Continue`. Otherwise
+    /// the reply's `step_updates` are applied (`StepUpdated` per real change) and its
+    /// `short_term_memory_append` is remembered, then:
+    /// - CALL_TOOL: `RunTools(calls)`, the recursion stays open for [`Self::on_tool_results`];
+    /// - RE_PLAN: the plan is replaced (`PlanUpdated`), `Continue`;
+    /// - REFLECT: the summary goes to memory (it is also the partial result), `Continue`;
+    /// - ANSWER: the step in progress is marked done, `Finished(Completed)`.
+    ///
+    /// Every recursion that ends is recorded under its step, appended to the history and
+    /// reported by `RecursionCompleted`.
+    ///
+    /// [`ReplyError`]: crate::core::action::ReplyError
+    pub fn on_llm_reply(&mut self, reply: &LlmReply, now: DateTime<Utc>) -> Next {
+        let open = match self.take_open(false, "on_llm_reply", now) {
+            Ok(open) => open,
+            Err(next) => return next,
+        };
+        match parse_reply(reply) {
+            Ok(parsed) => self.apply_reply(open, parsed, now),
+            Err(error) => {
+                let output = serde_json::json!({ "raw": reply.content });
+                self.close(open, Closed::failed(error.to_string(), output), now);
+                Next::Continue
+            }
+        }
+    }
+
+    /// Feeds the results of the current recursion's tool calls, in call order. Memos of
+    /// successful calls go to short-term memory; the recursion is `done` if every call
+    /// succeeded, else `error` with an error_log naming each failed call.
+    pub fn on_tool_results(&mut self, results: Vec<ToolCallResult>, now: DateTime<Utc>) -> Next {
+        let mut open = match self.take_open(true, "on_tool_results", now) {
+            Ok(open) => open,
+            Err(next) => return next,
+        };
+        let Some(pending) = open.tools.take() else {
+            self.open = Some(open);
+            return self.fail(FailReason::Internal, "no tool calls pending".into(), now);
+        };
+        for memo in results
+            .iter()
+            .filter(|r| r.success)
+            .filter_map(|r| r.memo.as_ref())
+        {
+            if !memo.trim().is_empty() {
+                self.remember(open.trace_id, memo.clone(), MemorySource::TakeMemo);
+            }
+        }
+        let error_log = steps::tool_error_log(&pending.calls, &results);
+        let closed = Closed {
+            observe: pending.observe,
+            thought: pending.thought,
+            abstract_: pending.abstract_,
+            action: Some(ActionView {
+                action_type: "CALL_TOOL".into(),
+                output: Value::Object(Default::default()),
+            }),
+            output: pending.raw,
+            result: None,
+            status: match error_log {
+                None => RecursionStatus::Done,
+                Some(_) => RecursionStatus::Error,
+            },
+            error_log,
+            tool_call_results: Some(results),
+        };
+        self.close(open, closed, now);
+        Next::Continue
+    }
+
+    /// A fatal LLM failure (retries exhausted or not retryable): the current recursion ends
+    /// `error` with `error` as its error_log and the task fails with `LlmError`.
+    pub fn on_llm_failure(&mut self, error: &str, now: DateTime<Utc>) -> Next {
+        let open = match self.take_open(false, "on_llm_failure", now) {
+            Ok(open) => open,
+            Err(next) => return next,
+        };
+        self.close(open, Closed::failed(error.to_owned(), Value::Null), now);
+        self.fail(FailReason::LlmError, error.to_owned(), now)
+    }
+
+    /// Cancels the task. An open recursion is closed as `error` ("task cancelled"), which
+    /// queues its `RecursionCompleted`. A task that already finished keeps its outcome.
+    pub fn cancel(&mut self) -> Outcome {
+        if let Some(outcome) = &self.outcome {
+            return outcome.clone();
+        }
+        if let Some(open) = self.open.take() {
+            let output = Value::Null;
+            self.close(
+                open,
+                Closed::failed("task cancelled".into(), output),
+                self.updated_at,
+            );
+        }
+        let outcome = Outcome::Cancelled {
+            iterations: self.iteration,
+        };
+        self.outcome = Some(outcome.clone());
+        outcome
+    }
+
+    /// What to do after restoring a checkpoint: the outcome if the task finished; the LLM
+    /// call of the open recursion again (same trace_id, snapshot rendered anew) if it was
+    /// waiting for a reply; its tool calls if it was waiting for tool results; `Continue`
+    /// (call `begin_recursion`) between recursions. Queues no events.
+    pub fn resume(&mut self, now: DateTime<Utc>, template: &PromptTemplate) -> Next {
+        if let Some(outcome) = &self.outcome {
+            return Next::Finished(outcome.clone());
+        }
+        match &self.open {
+            None => Next::Continue,
+            Some(OpenRecursion {
+                tools: Some(pending),
+                ..
+            }) => Next::RunTools(pending.calls.clone()),
+            Some(open) => {
+                let trace_id = open.trace_id;
+                self.llm_call(trace_id, now, template)
+            }
+        }
+    }
+
+    /// Drains the domain events produced since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<DomainEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Recursions started so far (the current one included).
+    pub fn iteration(&self) -> u32 {
+        self.iteration
+    }
+
+    /// The trace_id of the recursion under way, if one is open.
+    pub fn current_trace_id(&self) -> Option<Uuid> {
+        self.open.as_ref().map(|open| open.trace_id)
+    }
+
+    /// The task this machine runs.
+    pub fn task(&self) -> &TaskInfo {
+        &self.task
+    }
+
+    /// The current plan.
+    pub fn plan(&self) -> &[PlanStep] {
+        &self.plan
+    }
+
+    /// The short-term memory, oldest first.
+    pub fn memory(&self) -> &[MemoryEntry] {
+        &self.memory
+    }
+
+    /// The assistant history messages, one per finished recursion.
+    pub fn history(&self) -> &[String] {
+        &self.history
+    }
+
+    /// The outcome, once the task has finished.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+}
+
+/// Per-recursion bookkeeping shared by the public steps.
+mod steps;
+
+#[cfg(test)]
+mod tests;

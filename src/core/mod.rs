@@ -1,0 +1,15 @@
+//! The recursive ReAct machine (seed 000's state machine, seed 002's schemas). Nothing in
+//! here performs I/O: the driver feeds it LLM replies and tool results and carries out the
+//! steps it asks for.
+
+pub mod action;
+mod extract;
+mod fields;
+pub mod machine;
+pub mod outcome;
+mod plan;
+pub mod prompt;
+pub mod record;
+pub mod retry;
+pub mod state;
+pub mod types;

@@ -1,0 +1,150 @@
+//! The values that cross the boundary between the machine and its driver: the task it
+//! runs, the next step it asks for, how the task ended, and the domain events it queues.
+//! Re-exported from [`crate::core::machine`].
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::core::record::RecursionRecord;
+use crate::core::state::{PlanStep, StepStatus};
+use crate::core::types::{ChatMessage, ToolCallRequest};
+
+/// The task a machine runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskInfo {
+    pub task_id: Uuid,
+    pub agent_id: Uuid,
+    /// The user's input, sent verbatim as message `[0]` and shown as `context.objective`.
+    pub objective: String,
+    /// Shown as `context.constraints`.
+    pub constraints: Vec<String>,
+    /// At most this many recursions run.
+    pub max_iteration: u32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One LLM call to make: the messages in the seed layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmCall {
+    pub trace_id: Uuid,
+    /// 1-based number of the recursion.
+    pub iteration: u32,
+    pub messages: Vec<ChatMessage>,
+}
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Call the LLM, then feed the reply to `on_llm_reply` (or the failure to
+    /// `on_llm_failure`).
+    CallLlm(LlmCall),
+    /// Run these tool calls, then feed their results, in this order, to `on_tool_results`.
+    RunTools(Vec<ToolCallRequest>),
+    /// The recursion ended; call `begin_recursion` again.
+    Continue,
+    /// The task is over.
+    Finished(Outcome),
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The model gave an ANSWER.
+    Completed { answer: String, iterations: u32 },
+    /// The task failed.
+    Failed {
+        reason: FailReason,
+        error: String,
+        iterations: u32,
+        /// The best partial result so far: the last REFLECT summary, if any.
+        partial: Option<String>,
+    },
+    /// The task was cancelled.
+    Cancelled { iterations: u32 },
+}
+
+/// Why a task failed (`task.failed` event's `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailReason {
+    /// `max_iteration` recursions ran without an ANSWER.
+    MaxIteration,
+    /// The LLM failed fatally or retries ran out.
+    LlmError,
+    /// The task was rejected before it ran (set by the driver).
+    Rejected,
+    /// A bug: the machine was driven out of order.
+    Internal,
+}
+
+impl FailReason {
+    /// The wire name: `max_iteration`, `llm_error`, `rejected` or `internal`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::MaxIteration => "max_iteration",
+            Self::LlmError => "llm_error",
+            Self::Rejected => "rejected",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+/// Something that happened inside the machine, for the event stream and the trace.
+#[derive(Debug, Clone, PartialEq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "events are few and drained at once; boxing would only complicate the driver"
+)]
+pub enum DomainEvent {
+    /// A recursion began (`recursion.started`).
+    RecursionStarted {
+        trace_id: Uuid,
+        iteration: u32,
+        step_id: Option<String>,
+    },
+    /// RE_PLAN replaced the plan (`plan.updated`).
+    PlanUpdated {
+        trace_id: Uuid,
+        iteration: u32,
+        plan: Vec<PlanStep>,
+    },
+    /// A plan step changed status (`step.updated`).
+    StepUpdated {
+        trace_id: Uuid,
+        iteration: u32,
+        step_id: String,
+        status: StepStatus,
+    },
+    /// A recursion ended (`recursion.completed`, and its `recursions` row).
+    RecursionCompleted(RecursionRecord),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fail_reasons_have_contract_names() {
+        for reason in [
+            FailReason::MaxIteration,
+            FailReason::LlmError,
+            FailReason::Rejected,
+            FailReason::Internal,
+        ] {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
+    }
+
+    #[test]
+    fn outcome_round_trips() {
+        let outcome = Outcome::Failed {
+            reason: FailReason::MaxIteration,
+            error: "e".into(),
+            iterations: 3,
+            partial: Some("p".into()),
+        };
+        let text = serde_json::to_string(&outcome).unwrap();
+        assert_eq!(serde_json::from_str::<Outcome>(&text).unwrap(), outcome);
+    }
+}

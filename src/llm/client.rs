@@ -1,0 +1,210 @@
+//! [`OpenAiClient`]: one Chat Completions attempt per [`Llm::chat`] call over reqwest.
+//! Retries are the driver's business; this adapter only classifies what went wrong. The
+//! API key travels in a sensitive `Authorization` header and is scrubbed from any provider
+//! message that would echo it, so it never reaches an error, a `Debug` print or a log.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_trait::async_trait;
+use chrono::Utc;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde::Deserialize;
+
+use crate::core::types::LlmReply;
+use crate::ports::{Llm, LlmError, LlmRequest};
+
+use super::errors::{decode_error, http_error, parse_retry_after, transport_error};
+use super::secret::Secret;
+use super::wire::{ChatRequest, ChatResponse, WireMessage, WireTool};
+
+/// How to reach the provider. `Debug` is safe to print: the key shows as `[redacted]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LlmSettings {
+    /// The OpenAI-compatible `/v1` root, e.g. `http://127.0.0.1:8080/v1`; a trailing slash
+    /// is fine.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer ...` when set.
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+    /// Whole-request budget (connect, send, wait, read the body), in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// TCP (and TLS) connect budget, in milliseconds.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    120_000
+}
+
+fn default_connect_timeout_ms() -> u64 {
+    10_000
+}
+
+/// An OpenAI-compatible Chat Completions client. Cheap to clone (reqwest pools inside).
+#[derive(Debug, Clone)]
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    endpoint: reqwest::Url,
+    api_key: Option<Secret>,
+}
+
+impl OpenAiClient {
+    /// Builds the client; fails on an unparsable `base_url` or a TLS backend error.
+    pub fn new(settings: &LlmSettings) -> anyhow::Result<Self> {
+        let root = settings.base_url.trim().trim_end_matches('/');
+        let endpoint = format!("{root}/chat/completions");
+        let endpoint = reqwest::Url::parse(&endpoint)
+            .with_context(|| format!("llm.base_url is not a valid URL: {root:?}"))?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(settings.timeout_ms))
+            .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
+            .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("building the LLM HTTP client")?;
+        Ok(Self {
+            http,
+            endpoint,
+            api_key: settings.api_key.clone(),
+        })
+    }
+
+    /// The full `/chat/completions` URL this client posts to.
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    /// Builds the POST for one request. Every wire decision lives here so the SSE variant
+    /// can extend it in one place.
+    fn build(&self, request: &LlmRequest<'_>) -> reqwest::RequestBuilder {
+        let body = ChatRequest {
+            model: request.model,
+            messages: request.messages.iter().map(WireMessage::from).collect(),
+            tools: request.tools.iter().map(WireTool::from).collect(),
+            // TODO(issue 4): honour `request.stream` with SSE (`stream: true`, parse
+            // `data:` chunks, emit deltas). Until then every call is non-streamed.
+            stream: false,
+        };
+        let builder = self.http.post(self.endpoint.clone()).json(&body);
+        match &self.api_key {
+            // `bearer_auth` marks the header sensitive, so reqwest never prints it either.
+            Some(key) => builder.bearer_auth(key.expose()),
+            None => builder,
+        }
+    }
+
+    /// Replaces any echo of the API key in a provider-supplied message.
+    fn scrub(&self, mut error: LlmError) -> LlmError {
+        if let Some(key) = &self.api_key {
+            let key = key.expose();
+            if !key.is_empty() && error.message.contains(key) {
+                error.message = error.message.replace(key, "[redacted]");
+            }
+        }
+        error
+    }
+
+    async fn attempt(&self, request: &LlmRequest<'_>) -> Result<LlmReply, LlmError> {
+        let response = self.build(request).send().await.map_err(transport_error)?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers());
+        let body = response.bytes().await.map_err(transport_error)?;
+        if !(200..300).contains(&status) {
+            return Err(http_error(status, retry_after, &body));
+        }
+        let parsed: ChatResponse = serde_json::from_slice(&body)
+            .map_err(|e| decode_error(status, format!("undecodable response body: {e}")))?;
+        parsed
+            .into_reply()
+            .map_err(|detail| decode_error(status, detail))
+    }
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?;
+    parse_retry_after(value, Utc::now())
+}
+
+#[async_trait]
+impl Llm for OpenAiClient {
+    async fn chat(&self, request: LlmRequest<'_>) -> Result<LlmReply, LlmError> {
+        tracing::debug!(
+            model = request.model,
+            messages = request.messages.len(),
+            tools = request.tools.len(),
+            "llm request"
+        );
+        let result = self.attempt(&request).await.map_err(|e| self.scrub(e));
+        match &result {
+            Ok(reply) => tracing::debug!(
+                tool_calls = reply.tool_calls.len(),
+                prompt_tokens = reply.usage.prompt_tokens,
+                completion_tokens = reply.usage.completion_tokens,
+                "llm reply"
+            ),
+            Err(error) => tracing::debug!(%error, "llm call failed"),
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(base_url: &str) -> LlmSettings {
+        LlmSettings {
+            base_url: base_url.to_owned(),
+            api_key: Some(Secret::new("sk-unit-secret")),
+            timeout_ms: 1_000,
+            connect_timeout_ms: 500,
+        }
+    }
+
+    #[test]
+    fn endpoint_joins_with_or_without_trailing_slash() -> anyhow::Result<()> {
+        for base in ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/"] {
+            let client = OpenAiClient::new(&settings(base))?;
+            assert_eq!(
+                client.endpoint(),
+                "http://127.0.0.1:8080/v1/chat/completions"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn invalid_base_url_is_an_error() {
+        assert!(OpenAiClient::new(&settings("not a url")).is_err());
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_key() -> anyhow::Result<()> {
+        let settings = settings("http://127.0.0.1:8080/v1");
+        let client = OpenAiClient::new(&settings)?;
+        for text in [format!("{settings:?}"), format!("{client:?}")] {
+            assert!(!text.contains("sk-unit-secret"), "{text}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn settings_deserialize_with_defaults() -> anyhow::Result<()> {
+        let settings: LlmSettings =
+            serde_json::from_str(r#"{"base_url": "http://x/v1", "api_key": "k"}"#)?;
+        assert_eq!(settings.api_key.as_ref().map(Secret::expose), Some("k"));
+        assert_eq!(settings.timeout_ms, default_timeout_ms());
+        assert_eq!(settings.connect_timeout_ms, default_connect_timeout_ms());
+        Ok(())
+    }
+
+    #[test]
+    fn echoed_keys_are_scrubbed() -> anyhow::Result<()> {
+        let client = OpenAiClient::new(&settings("http://127.0.0.1:8080/v1"))?;
+        let error = client.scrub(http_error(401, None, b"bad key sk-unit-secret given"));
+        assert_eq!(error.message, "bad key [redacted] given");
+        Ok(())
+    }
+}

@@ -1,0 +1,16 @@
+//! The OpenAI-compatible Chat Completions adapter behind [`crate::ports::Llm`]: settings
+//! (with a redacting [`Secret`] for the API key), lenient wire types, and the mapping of
+//! HTTP statuses and transport failures to the retry policy's error classes.
+//!
+//! - `client`: [`OpenAiClient`] and [`LlmSettings`]; request building and one attempt.
+//! - `wire`: the provider's JSON, private to this module.
+//! - `errors`: status / `Retry-After` / transport classification into [`crate::ports::LlmError`].
+//! - `secret`: [`Secret`].
+
+mod client;
+mod errors;
+pub mod secret;
+mod wire;
+
+pub use client::{LlmSettings, OpenAiClient};
+pub use secret::Secret;

@@ -1,0 +1,146 @@
+//! The `agentd` binary: the worker and the commands people use around it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use uuid::Uuid;
+
+use agentd::cli;
+use agentd::config::Settings;
+
+/// A worker daemon that runs a recursive ReAct agent for tasks from RabbitMQ.
+#[derive(Debug, Parser)]
+#[command(name = "agentd", version, about)]
+struct Args {
+    /// An extra configuration file, loaded after config/default.toml.
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Consume tasks and run them until SIGINT/SIGTERM.
+    Worker,
+    /// Create the database if missing and apply the migrations.
+    Migrate,
+    /// Manage agents.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Publish a task; with --wait, follow its events and print the answer.
+    Submit {
+        /// The agent that runs the task.
+        #[arg(long)]
+        agent: Uuid,
+        /// The user's request.
+        input: String,
+        /// Use this task id instead of a generated one.
+        #[arg(long)]
+        task_id: Option<Uuid>,
+        /// Group the task with earlier turns of a conversation.
+        #[arg(long)]
+        conversation: Option<Uuid>,
+        /// A constraint shown to the model (repeatable).
+        #[arg(long = "constraint")]
+        constraints: Vec<String>,
+        /// Ask for streamed LLM tokens (llm.delta events).
+        #[arg(long)]
+        stream: bool,
+        /// Follow the task's events until it ends.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Print events as they are published (all tasks, or one).
+    Watch {
+        #[arg(long)]
+        task: Option<Uuid>,
+    },
+    /// Print a task's full trace from PostgreSQL.
+    Trace { task_id: Uuid },
+    /// Cancel a task, wherever it is.
+    Cancel { task_id: Uuid },
+}
+
+#[derive(Debug, Subcommand)]
+enum AgentCommand {
+    /// Create an agent and print its agent_id.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        model: String,
+        #[arg(long)]
+        max_iteration: Option<i32>,
+        /// Comma-separated tool names the agent may call (default: every built-in tool).
+        #[arg(long, value_delimiter = ',')]
+        tools: Option<Vec<String>>,
+    },
+    /// List agents.
+    List,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let settings = match Settings::load(args.config.as_deref()) {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("agentd: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
+    cli::telemetry::init(&settings.log);
+    match dispatch(args.command, settings).await {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("agentd: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Worker => cli::worker(settings).await,
+        Command::Migrate => cli::migrate(&settings).await,
+        Command::Agent(AgentCommand::Create {
+            name,
+            model,
+            max_iteration,
+            tools,
+        }) => {
+            let agent = agentd::store::agents::NewAgent {
+                name,
+                model,
+                max_iteration,
+                tools,
+            };
+            cli::agent_create(&settings, &agent).await
+        }
+        Command::Agent(AgentCommand::List) => cli::agent_list(&settings).await,
+        Command::Submit {
+            agent,
+            input,
+            task_id,
+            conversation,
+            constraints,
+            stream,
+            wait,
+        } => {
+            let task = cli::submit::Submission {
+                task_id: task_id.unwrap_or_else(Uuid::now_v7),
+                agent_id: agent,
+                input,
+                conversation_id: conversation,
+                constraints,
+                stream,
+            };
+            cli::submit::run(&settings, &task, wait).await
+        }
+        Command::Watch { task } => cli::watch::run(&settings, task).await,
+        Command::Trace { task_id } => cli::trace::run(&settings, task_id).await,
+        Command::Cancel { task_id } => cli::cancel::run(&settings, task_id).await,
+    }
+}

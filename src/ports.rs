@@ -1,0 +1,59 @@
+//! The narrow traits at the edge of the core: the LLM and the tool sources. The driver
+//! (`worker/`) talks to the outside only through these and through the store and broker
+//! adapters, so the recursion loop can be driven against any provider or tool source.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::core::retry::ErrorClass;
+use crate::core::types::{ChatMessage, LlmReply, ToolSpec};
+
+/// One Chat Completions request, provider-neutral.
+#[derive(Debug, Clone, Copy)]
+pub struct LlmRequest<'a> {
+    /// The agent's model.
+    pub model: &'a str,
+    /// The seed layout: user, system, then one assistant message per earlier recursion.
+    pub messages: &'a [ChatMessage],
+    /// The tools this agent may call, offered as native tools.
+    pub tools: &'a [ToolSpec],
+    /// Ask the provider for an SSE stream.
+    pub stream: bool,
+}
+
+/// A failed LLM attempt, classified for the retry policy. Never carries the API key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{label}: {message}")]
+pub struct LlmError {
+    pub class: ErrorClass,
+    /// The HTTP status, when the provider answered at all.
+    pub status: Option<u16>,
+    /// A short machine-readable class for `llm_calls.status`: `http_429`, `timeout`,
+    /// `connect`, `decode`, ...
+    pub label: String,
+    /// Human-readable detail (the provider's error message when it sent one).
+    pub message: String,
+}
+
+/// An OpenAI-compatible chat model. One call is one attempt; retries belong to the driver.
+#[async_trait]
+pub trait Llm: Send + Sync {
+    async fn chat(&self, request: LlmRequest<'_>) -> Result<LlmReply, LlmError>;
+}
+
+/// What a tool returned when it succeeded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub result: Value,
+    /// A note to keep in the task's short-term memory (`take_memo`).
+    pub memo: Option<String>,
+}
+
+/// A source of tools (seed 001): the built-ins, an MCP server, ...
+#[async_trait]
+pub trait ToolSource: Send + Sync {
+    /// The tools this source offers, with JSON-schema parameters.
+    fn list_tools(&self) -> Vec<ToolSpec>;
+    /// Run one tool. `Err` is an error value shown to the next recursion, never a crash.
+    async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, String>;
+}

@@ -1,0 +1,64 @@
+//! The `agents` table: who runs a task (model, max_iteration, granted tools).
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// One row of `agents`.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct Agent {
+    pub agent_id: Uuid,
+    pub name: String,
+    pub model: String,
+    pub max_iteration: i32,
+    /// Granted tool names; `None` means every built-in tool.
+    pub tools: Option<Vec<String>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What `agentd agent create` inserts.
+#[derive(Debug, Clone)]
+pub struct NewAgent {
+    pub name: String,
+    pub model: String,
+    pub max_iteration: Option<i32>,
+    pub tools: Option<Vec<String>>,
+}
+
+/// Inserts an agent and returns its id (UUID v7).
+pub async fn create(pool: &PgPool, agent: &NewAgent) -> sqlx::Result<Uuid> {
+    let agent_id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO agents (agent_id, name, model, max_iteration, tools) \
+         VALUES ($1, $2, $3, COALESCE($4, 30), $5)",
+    )
+    .bind(agent_id)
+    .bind(&agent.name)
+    .bind(&agent.model)
+    .bind(agent.max_iteration)
+    .bind(&agent.tools)
+    .execute(pool)
+    .await?;
+    Ok(agent_id)
+}
+
+/// Looks an agent up by id.
+pub async fn get(pool: &PgPool, agent_id: Uuid) -> sqlx::Result<Option<Agent>> {
+    sqlx::query_as::<_, Agent>(
+        "SELECT agent_id, name, model, max_iteration, tools, created_at \
+         FROM agents WHERE agent_id = $1",
+    )
+    .bind(agent_id)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Every agent, oldest first.
+pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<Agent>> {
+    sqlx::query_as::<_, Agent>(
+        "SELECT agent_id, name, model, max_iteration, tools, created_at \
+         FROM agents ORDER BY created_at, agent_id",
+    )
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,276 @@
+//! The `tasks` table: one row per task, from intake to its terminal status.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+/// A task's status as stored (`tasks.status`).
+pub mod status {
+    pub const PENDING: &str = "pending";
+    pub const RUNNING: &str = "running";
+    pub const COMPLETED: &str = "completed";
+    pub const FAILED: &str = "failed";
+    pub const CANCELLED: &str = "cancelled";
+    pub const REJECTED: &str = "rejected";
+
+    /// Whether a status is final.
+    pub fn is_terminal(status: &str) -> bool {
+        matches!(status, COMPLETED | FAILED | CANCELLED | REJECTED)
+    }
+}
+
+/// The fields of a new task row.
+#[derive(Debug, Clone)]
+pub struct NewTask<'a> {
+    pub task_id: Uuid,
+    pub agent_id: Option<Uuid>,
+    pub conversation_id: Option<Uuid>,
+    pub input: Option<&'a str>,
+    pub constraints: &'a [String],
+    pub stream: bool,
+}
+
+/// One row of `tasks`.
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
+pub struct TaskRow {
+    pub task_id: Uuid,
+    pub agent_id: Option<Uuid>,
+    pub conversation_id: Option<Uuid>,
+    pub input: Option<String>,
+    pub status: String,
+    pub iterations: i32,
+    pub answer: Option<String>,
+    pub error: Option<String>,
+    pub fail_reason: Option<String>,
+    pub plan: Option<Value>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, iterations, \
+     answer, error, fail_reason, plan, created_at, started_at, finished_at";
+
+/// Inserts the task as `pending` unless a row with its id exists. Returns whether it was new.
+pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<bool> {
+    insert_with_status(pool, task, status::PENDING, None).await
+}
+
+/// Inserts a `rejected` task unless a row with its id exists. Returns whether it was new.
+pub async fn insert_rejected(
+    pool: &PgPool,
+    task: &NewTask<'_>,
+    reason: &str,
+) -> sqlx::Result<bool> {
+    insert_with_status(pool, task, status::REJECTED, Some(reason)).await
+}
+
+async fn insert_with_status(
+    pool: &PgPool,
+    task: &NewTask<'_>,
+    status: &str,
+    error: Option<&str>,
+) -> sqlx::Result<bool> {
+    let terminal = status::is_terminal(status);
+    let result = sqlx::query(
+        "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
+                            status, error, fail_reason, finished_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+                 CASE WHEN $9 THEN 'rejected' END, CASE WHEN $9 THEN now() END) \
+         ON CONFLICT (task_id) DO NOTHING",
+    )
+    .bind(task.task_id)
+    .bind(task.agent_id)
+    .bind(task.conversation_id)
+    .bind(task.input)
+    .bind(sqlx::types::Json(task.constraints))
+    .bind(task.stream)
+    .bind(status)
+    .bind(error)
+    .bind(terminal)
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// What the row of a task says about taking it up.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The task was pending: it is now ours, starting from its first recursion.
+    Fresh,
+    /// The task was running under an expired lease (its worker died) or under our own
+    /// lease: it is now ours, resuming from this checkpoint (None: no recursion committed).
+    Resume(Option<Value>),
+    /// Another live worker holds the task.
+    Busy,
+    /// The task already ended with this status.
+    Ended(String),
+    /// No row: the task was never recorded.
+    Missing,
+}
+
+/// Takes the task for `owner` for `lease_secs` seconds if nobody else holds it.
+pub async fn claim(
+    pool: &PgPool,
+    task_id: Uuid,
+    owner: Uuid,
+    lease_secs: f64,
+) -> sqlx::Result<Claim> {
+    let mut tx = pool.begin().await?;
+    let row: Option<(String, Option<Uuid>, bool, Option<Value>)> = sqlx::query_as(
+        "SELECT status, lease_owner, COALESCE(lease_until < now(), true), checkpoint \
+         FROM tasks WHERE task_id = $1 FOR UPDATE",
+    )
+    .bind(task_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((current, holder, expired, checkpoint)) = row else {
+        return Ok(Claim::Missing);
+    };
+    let claim = match current.as_str() {
+        status::PENDING => Claim::Fresh,
+        status::RUNNING if expired || holder == Some(owner) => Claim::Resume(checkpoint),
+        status::RUNNING => return Ok(Claim::Busy),
+        _ => return Ok(Claim::Ended(current)),
+    };
+    sqlx::query(
+        "UPDATE tasks SET status = 'running', started_at = COALESCE(started_at, now()), \
+                lease_owner = $2, lease_until = now() + make_interval(secs => $3), \
+                updated_at = now() \
+         WHERE task_id = $1",
+    )
+    .bind(task_id)
+    .bind(owner)
+    .bind(lease_secs)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(claim)
+}
+
+/// Renews the lease. Returns false when `owner` no longer holds the task.
+pub async fn renew_lease(
+    pool: &PgPool,
+    task_id: Uuid,
+    owner: Uuid,
+    lease_secs: f64,
+) -> sqlx::Result<bool> {
+    let result = sqlx::query(
+        "UPDATE tasks SET lease_until = now() + make_interval(secs => $3) \
+         WHERE task_id = $1 AND lease_owner = $2 AND status = 'running'",
+    )
+    .bind(task_id)
+    .bind(owner)
+    .bind(lease_secs)
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Gives the lease up (shutdown): the task stays `running` and whoever receives its
+/// redelivered message resumes it at once.
+pub async fn release_lease(pool: &PgPool, task_id: Uuid, owner: Uuid) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE tasks SET lease_owner = NULL, lease_until = NULL \
+         WHERE task_id = $1 AND lease_owner = $2",
+    )
+    .bind(task_id)
+    .bind(owner)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Reads one task.
+pub async fn get(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<TaskRow>> {
+    sqlx::query_as::<_, TaskRow>(&format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = $1"
+    ))
+    .bind(task_id)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Records progress after a step: recursions run so far, the current plan and the machine
+/// checkpoint a resumed run starts from.
+pub async fn update_progress(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    iterations: u32,
+    plan: &Value,
+    checkpoint: &Value,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE tasks SET iterations = $2, plan = $3, checkpoint = $4, updated_at = now() \
+         WHERE task_id = $1",
+    )
+    .bind(task_id)
+    .bind(i32::try_from(iterations).unwrap_or(i32::MAX))
+    .bind(plan)
+    .bind(checkpoint)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The terminal fields of a finished task.
+#[derive(Debug, Clone, Copy)]
+pub struct Finish<'a> {
+    pub status: &'a str,
+    pub iterations: u32,
+    pub answer: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub fail_reason: Option<&'a str>,
+}
+
+/// Ends a task that is still pending or running. Returns false if it had already ended.
+pub async fn finish(conn: &mut PgConnection, task_id: Uuid, end: Finish<'_>) -> sqlx::Result<bool> {
+    let result = sqlx::query(
+        "UPDATE tasks SET status = $2, iterations = $3, answer = $4, error = $5, \
+                          fail_reason = $6, finished_at = now(), updated_at = now(), \
+                          lease_owner = NULL, lease_until = NULL \
+         WHERE task_id = $1 AND status IN ('pending', 'running')",
+    )
+    .bind(task_id)
+    .bind(end.status)
+    .bind(i32::try_from(end.iterations).unwrap_or(i32::MAX))
+    .bind(end.answer)
+    .bind(end.error)
+    .bind(end.fail_reason)
+    .execute(conn)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// An agent's history, oldest first (CONTRACT §4's second query).
+pub async fn list_for_agent(
+    pool: &PgPool,
+    agent_id: Uuid,
+    limit: i64,
+) -> sqlx::Result<Vec<TaskRow>> {
+    sqlx::query_as::<_, TaskRow>(&format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE agent_id = $1 ORDER BY created_at LIMIT $2"
+    ))
+    .bind(agent_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// Ends a task that no worker has taken yet: a `pending` row, or no row at all (its message
+/// still waits in the queue; a `cancelled` row makes the worker acknowledge it unrun).
+/// Returns `Some(agent_id)` when this call ended it, `None` when it had started or ended.
+pub async fn cancel_unstarted(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<Option<Uuid>>> {
+    let row: Option<(Option<Uuid>,)> = sqlx::query_as(
+        "INSERT INTO tasks (task_id, status, finished_at) VALUES ($1, 'cancelled', now()) \
+         ON CONFLICT (task_id) DO UPDATE \
+             SET status = 'cancelled', finished_at = now(), updated_at = now() \
+             WHERE tasks.status = 'pending' \
+         RETURNING agent_id",
+    )
+    .bind(task_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(agent_id,)| agent_id))
+}

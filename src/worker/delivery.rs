@@ -1,0 +1,342 @@
+//! One task message from intake to disposition: parse it, find its agent, record and claim
+//! the task, run it, and decide what happens to the message (a pure rule, [`disposition`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use super::deps::WorkerDeps;
+use super::events::EventLog;
+use super::intake::{Rejection, TaskSpec, parse_task};
+use super::interrupt::Stops;
+use super::task_run::{RunEnd, TaskRun};
+use crate::core::machine::{FailReason, Machine, TaskInfo};
+use crate::store::{self, agents::Agent, tasks::Claim, tasks::NewTask};
+
+/// What to do with a delivery once it has been handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// Done with it: the outcome is committed, or it was a duplicate.
+    Ack,
+    /// Put it back: the task is resumable and someone should pick it up again.
+    Requeue,
+    /// Move it to the dead-letter queue with this reason, then ack it.
+    DeadLetter(String),
+}
+
+/// How handling a message ended, before it is mapped to a [`Disposition`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    Rejected(String),
+    Finished,
+    Duplicate,
+    Released,
+    Failed(String),
+}
+
+/// The delivery rule: rejected input is dead-lettered, finished and duplicate tasks are
+/// acknowledged, released or failed runs are requeued (the broker's delivery limit bounds
+/// how often a task that keeps failing comes back).
+pub fn disposition(handled: &Handled) -> Disposition {
+    match handled {
+        Handled::Rejected(reason) => Disposition::DeadLetter(reason.clone()),
+        Handled::Finished | Handled::Duplicate => Disposition::Ack,
+        Handled::Released | Handled::Failed(_) => Disposition::Requeue,
+    }
+}
+
+/// How long a cancel for a task not running here is remembered, in case the task is
+/// between its claim and its registration here (or is redelivered here soon).
+const EARLY_CANCEL_TTL: Duration = Duration::from_secs(60);
+
+/// The stop tokens of the tasks this worker is running, by task id.
+#[derive(Debug, Clone, Default)]
+pub struct RunningTasks {
+    inner: Arc<Mutex<Registry>>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    running: HashMap<Uuid, Stops>,
+    early_cancels: HashMap<Uuid, Instant>,
+}
+
+impl RunningTasks {
+    fn insert(&self, task_id: Uuid, stops: Stops) {
+        let Ok(mut registry) = self.inner.lock() else {
+            return;
+        };
+        if registry.early_cancels.remove(&task_id).is_some() {
+            stops.cancel.cancel();
+        }
+        registry.running.insert(task_id, stops);
+    }
+
+    fn remove(&self, task_id: Uuid) {
+        if let Ok(mut registry) = self.inner.lock() {
+            registry.running.remove(&task_id);
+        }
+    }
+
+    /// Cancels a task. Returns whether it runs here; if not, the cancel is remembered for a
+    /// while in case the task starts here.
+    pub fn cancel(&self, task_id: Uuid) -> bool {
+        let Ok(mut registry) = self.inner.lock() else {
+            return false;
+        };
+        if let Some(stops) = registry.running.get(&task_id) {
+            stops.cancel.cancel();
+            return true;
+        }
+        let now = Instant::now();
+        registry
+            .early_cancels
+            .retain(|_, at| now.duration_since(*at) < EARLY_CANCEL_TTL);
+        registry.early_cancels.insert(task_id, now);
+        false
+    }
+
+    /// Lets every running task go (shutdown after the grace period).
+    pub fn release_all(&self) {
+        if let Ok(registry) = self.inner.lock() {
+            registry
+                .running
+                .values()
+                .for_each(|stops| stops.release.cancel());
+        }
+    }
+}
+
+/// Handles one task message body.
+pub async fn handle(
+    deps: &WorkerDeps,
+    running: &RunningTasks,
+    body: &[u8],
+    content_type: Option<&str>,
+) -> Handled {
+    let spec = match parse_task(body, content_type, deps.max_message_bytes) {
+        Ok(spec) => spec,
+        Err(rejection) => return reject(deps, rejection).await,
+    };
+    let span = tracing::info_span!("task", task_id = %spec.task_id);
+    match run(deps, running, &spec).instrument(span).await {
+        Ok(handled) => handled,
+        Err(err) => {
+            tracing::error!(task_id = %spec.task_id, error = %format!("{err:#}"), "task run failed");
+            Handled::Failed(format!("{err:#}"))
+        }
+    }
+}
+
+async fn run(
+    deps: &WorkerDeps,
+    running: &RunningTasks,
+    spec: &TaskSpec,
+) -> anyhow::Result<Handled> {
+    let Some(agent) = store::agents::get(&deps.pool, spec.agent_id).await? else {
+        let rejection = Rejection {
+            reason: format!("unknown agent_id {}", spec.agent_id),
+            task_id: Some(spec.task_id),
+            agent_id: Some(spec.agent_id),
+            input: Some(spec.input.clone()),
+            conversation_id: spec.conversation_id,
+        };
+        return Ok(reject(deps, rejection).await);
+    };
+    store::tasks::insert_pending(&deps.pool, &new_task(spec)).await?;
+    let claim =
+        store::tasks::claim(&deps.pool, spec.task_id, deps.worker_id, deps.lease_secs).await?;
+    let (machine, mut log) = match claim {
+        Claim::Fresh => fresh(spec, &agent),
+        Claim::Resume(checkpoint) => resume(deps, spec, &agent, checkpoint).await?,
+        Claim::Busy | Claim::Ended(_) | Claim::Missing => {
+            tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
+            return Ok(Handled::Duplicate);
+        }
+    };
+    if log.is_empty() {
+        log.push(
+            "task.resumed",
+            None,
+            Some(machine.iteration()),
+            json!({"iteration": machine.iteration()}),
+        );
+    }
+    let stops = Stops::default();
+    running.insert(spec.task_id, stops.clone());
+    let heartbeat = spawn_heartbeat(deps, spec.task_id, stops.release.clone());
+    let mut task_run = TaskRun::new(
+        deps,
+        machine,
+        log,
+        agent.model,
+        agent.tools,
+        spec.stream,
+        stops,
+    );
+    let end = task_run.drive().await;
+    heartbeat.cancel();
+    running.remove(spec.task_id);
+    match end? {
+        RunEnd::Finished(_) => Ok(Handled::Finished),
+        RunEnd::Released => {
+            store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id).await?;
+            Ok(Handled::Released)
+        }
+    }
+}
+
+fn new_task(spec: &TaskSpec) -> NewTask<'_> {
+    NewTask {
+        task_id: spec.task_id,
+        agent_id: Some(spec.agent_id),
+        conversation_id: spec.conversation_id,
+        input: Some(&spec.input),
+        constraints: &spec.constraints,
+        stream: spec.stream,
+    }
+}
+
+fn task_info(spec: &TaskSpec, agent: &Agent) -> TaskInfo {
+    TaskInfo {
+        task_id: spec.task_id,
+        agent_id: agent.agent_id,
+        objective: spec.input.clone(),
+        constraints: spec.constraints.clone(),
+        max_iteration: u32::try_from(agent.max_iteration).unwrap_or(1).max(1),
+        created_at: Utc::now(),
+    }
+}
+
+fn fresh(spec: &TaskSpec, agent: &Agent) -> (Machine, EventLog) {
+    let machine = Machine::new(task_info(spec, agent));
+    let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), 0);
+    log.push(
+        "task.started",
+        None,
+        None,
+        json!({"input": spec.input, "max_iteration": agent.max_iteration, "model": agent.model,
+               "agent_name": agent.name, "conversation_id": spec.conversation_id}),
+    );
+    (machine, log)
+}
+
+async fn resume(
+    deps: &WorkerDeps,
+    spec: &TaskSpec,
+    agent: &Agent,
+    checkpoint: Option<serde_json::Value>,
+) -> anyhow::Result<(Machine, EventLog)> {
+    let last_seq = store::events::last_seq(&deps.pool, spec.task_id).await?;
+    if last_seq == 0 {
+        return Ok(fresh(spec, agent));
+    }
+    let machine = match checkpoint.map(serde_json::from_value::<Machine>) {
+        Some(Ok(machine)) => machine,
+        Some(Err(err)) => anyhow::bail!("unreadable checkpoint: {err}"),
+        None => Machine::new(task_info(spec, agent)),
+    };
+    tracing::info!(task_id = %spec.task_id, iteration = machine.iteration(), "resuming task");
+    Ok((
+        machine,
+        EventLog::new(spec.task_id, Some(agent.agent_id), last_seq),
+    ))
+}
+
+/// Renews the task's lease every third of its length; releases the task if it is lost.
+fn spawn_heartbeat(
+    deps: &WorkerDeps,
+    task_id: Uuid,
+    release: CancellationToken,
+) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let (pool, owner, secs) = (deps.pool.clone(), deps.worker_id, deps.lease_secs);
+    let stop_heartbeat = stop.clone();
+    tokio::spawn(async move {
+        let period = Duration::from_secs_f64((secs / 3.0).max(0.1));
+        loop {
+            tokio::select! {
+                () = stop_heartbeat.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+            match store::tasks::renew_lease(&pool, task_id, owner, secs).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(%task_id, "lease lost; letting the task go");
+                    release.cancel();
+                    return;
+                }
+                Err(err) => tracing::warn!(%task_id, error = %err, "lease renewal failed"),
+            }
+        }
+    });
+    stop
+}
+
+/// Records a rejected message (when its task id is known) and ends it `rejected`.
+async fn reject(deps: &WorkerDeps, rejection: Rejection) -> Handled {
+    tracing::warn!(task_id = ?rejection.task_id, reason = %rejection.reason, "task message rejected");
+    if let Some(task_id) = rejection.task_id
+        && let Err(err) = record_rejection(deps, task_id, &rejection).await
+    {
+        tracing::error!(%task_id, error = %format!("{err:#}"), "could not record the rejection");
+    }
+    Handled::Rejected(rejection.reason)
+}
+
+async fn record_rejection(
+    deps: &WorkerDeps,
+    task_id: Uuid,
+    rejection: &Rejection,
+) -> anyhow::Result<()> {
+    let task = NewTask {
+        task_id,
+        agent_id: rejection.agent_id,
+        conversation_id: rejection.conversation_id,
+        input: rejection.input.as_deref(),
+        constraints: &[],
+        stream: false,
+    };
+    if !store::tasks::insert_rejected(&deps.pool, &task, &rejection.reason).await? {
+        return Ok(()); // the task exists already: this message is a bad duplicate
+    }
+    let mut log = EventLog::new(task_id, rejection.agent_id, 0);
+    log.push(
+        "task.failed",
+        None,
+        Some(0),
+        json!({"reason": FailReason::Rejected.as_str(), "error": rejection.reason, "iterations": 0}),
+    );
+    let mut tx = deps.pool.begin().await?;
+    log.store(&mut tx).await?;
+    tx.commit().await?;
+    log.publish(&deps.publisher, &deps.names.events_exchange)
+        .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_delivery_rule() {
+        assert_eq!(
+            disposition(&Handled::Rejected("bad".into())),
+            Disposition::DeadLetter("bad".into())
+        );
+        assert_eq!(disposition(&Handled::Finished), Disposition::Ack);
+        assert_eq!(disposition(&Handled::Duplicate), Disposition::Ack);
+        assert_eq!(disposition(&Handled::Released), Disposition::Requeue);
+        assert_eq!(
+            disposition(&Handled::Failed("db".into())),
+            Disposition::Requeue
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! What the driver needs from the outside world, built once per worker process and shared
+//! by every task it runs.
+
+use std::sync::Arc;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::amqp::Publisher;
+use crate::config::AmqpSettings;
+use crate::core::prompt::PromptTemplate;
+use crate::core::retry::RetryPolicy;
+use crate::ports::Llm;
+use crate::tools::ToolRegistry;
+
+/// Shared dependencies of every task run.
+#[derive(Clone)]
+pub struct WorkerDeps {
+    pub pool: PgPool,
+    pub publisher: Publisher,
+    pub llm: Arc<dyn Llm>,
+    pub tools: Arc<ToolRegistry>,
+    pub template: Arc<PromptTemplate>,
+    pub retry: RetryPolicy,
+    pub names: AmqpSettings,
+    /// This worker process's identity in task leases.
+    pub worker_id: Uuid,
+    /// How long a lease lasts without renewal, in seconds.
+    pub lease_secs: f64,
+    /// worker.max_message_bytes.
+    pub max_message_bytes: usize,
+}

@@ -1,0 +1,214 @@
+//! The per-task event log: builds the progress events of CONTRACT §3 with a gapless seq,
+//! stores them in `events` inside the step's transaction, then publishes them (confirmed)
+//! to the events fanout exchange once the transaction has committed.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Value, json};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::amqp::Publisher;
+use crate::core::machine::{DomainEvent, Outcome, RecursionRecord};
+use crate::store;
+
+/// One progress event, exactly as published and stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub event_id: Uuid,
+    pub task_id: Uuid,
+    pub agent_id: Option<Uuid>,
+    pub seq: i64,
+    #[serde(rename = "type")]
+    pub event_type: &'static str,
+    pub trace_id: Option<Uuid>,
+    pub iteration: Option<u32>,
+    pub ts: DateTime<Utc>,
+    pub data: Value,
+}
+
+/// Events produced by a task, waiting to be stored and published.
+#[derive(Debug)]
+pub struct EventLog {
+    task_id: Uuid,
+    agent_id: Option<Uuid>,
+    last_seq: i64,
+    pending: Vec<Event>,
+}
+
+impl EventLog {
+    /// A log whose next event gets `last_seq + 1`.
+    pub fn new(task_id: Uuid, agent_id: Option<Uuid>, last_seq: i64) -> Self {
+        Self {
+            task_id,
+            agent_id,
+            last_seq,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Appends an event with the next seq.
+    pub fn push(
+        &mut self,
+        event_type: &'static str,
+        trace_id: Option<Uuid>,
+        iteration: Option<u32>,
+        data: Value,
+    ) {
+        self.last_seq += 1;
+        self.pending.push(Event {
+            event_id: Uuid::now_v7(),
+            task_id: self.task_id,
+            agent_id: self.agent_id,
+            seq: self.last_seq,
+            event_type,
+            trace_id,
+            iteration,
+            ts: Utc::now(),
+            data,
+        });
+    }
+
+    /// Appends the events of the core's domain events.
+    pub fn push_domain(&mut self, event: &DomainEvent) {
+        match event {
+            DomainEvent::RecursionStarted {
+                trace_id,
+                iteration,
+                step_id,
+            } => self.push(
+                "recursion.started",
+                Some(*trace_id),
+                Some(*iteration),
+                json!({"iteration": iteration, "step_id": step_id}),
+            ),
+            DomainEvent::PlanUpdated {
+                trace_id,
+                iteration,
+                plan,
+            } => self.push(
+                "plan.updated",
+                Some(*trace_id),
+                Some(*iteration),
+                json!({"plan": plan_view(plan)}),
+            ),
+            DomainEvent::StepUpdated {
+                trace_id,
+                iteration,
+                step_id,
+                status,
+            } => self.push(
+                "step.updated",
+                Some(*trace_id),
+                Some(*iteration),
+                json!({"step_id": step_id, "status": status}),
+            ),
+            DomainEvent::RecursionCompleted(record) => self.push(
+                "recursion.completed",
+                Some(record.trace_id),
+                Some(record.iteration),
+                recursion_completed(record),
+            ),
+        }
+    }
+
+    /// Appends the terminal event of an outcome.
+    pub fn push_outcome(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Completed { answer, iterations } => self.push(
+                "task.completed",
+                None,
+                Some(*iterations),
+                json!({"answer": answer, "iterations": iterations}),
+            ),
+            Outcome::Failed {
+                reason,
+                error,
+                iterations,
+                partial,
+            } => self.push(
+                "task.failed",
+                None,
+                Some(*iterations),
+                json!({"reason": reason.as_str(), "error": error, "iterations": iterations,
+                       "partial": partial}),
+            ),
+            Outcome::Cancelled { iterations } => self.push(
+                "task.cancelled",
+                None,
+                Some(*iterations),
+                json!({"iterations": iterations}),
+            ),
+        }
+    }
+
+    /// Whether events wait to be stored.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// The seq of the newest event produced.
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+
+    /// Stores the pending events inside the caller's transaction.
+    pub async fn store(&self, conn: &mut PgConnection) -> sqlx::Result<()> {
+        for event in &self.pending {
+            let payload = serde_json::to_value(event).unwrap_or(Value::Null);
+            store::events::insert(
+                conn,
+                event.task_id,
+                event.seq,
+                event.event_id,
+                event.event_type,
+                &payload,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Publishes the pending events (after their transaction committed) and forgets them.
+    /// A publish failure is logged, not fatal: the events are in `events` already.
+    pub async fn publish(&mut self, publisher: &Publisher, exchange: &str) {
+        for event in self.pending.drain(..) {
+            let body = serde_json::to_vec(&event).unwrap_or_default();
+            if let Err(err) = publisher
+                .publish_event(
+                    exchange,
+                    event.event_type,
+                    event.event_id,
+                    event.task_id,
+                    &body,
+                )
+                .await
+            {
+                tracing::warn!(seq = event.seq, event_type = event.event_type, error = %format!("{err:#}"),
+                    "event stored but not published");
+            }
+        }
+    }
+}
+
+fn plan_view(plan: &[crate::core::state::PlanStep]) -> Value {
+    plan.iter()
+        .map(|step| {
+            json!({"step_id": step.step_id, "description": step.description, "status": step.status})
+        })
+        .collect()
+}
+
+fn recursion_completed(record: &RecursionRecord) -> Value {
+    json!({
+        "iteration": record.iteration,
+        "step_id": record.step_id,
+        "action_type": record.action_type,
+        "observe": record.observe,
+        "thought": record.thought,
+        "abstract": record.abstract_,
+        "status": record.status,
+        "error_log": record.error_log,
+        "duration_ms": (record.finished_at - record.started_at).num_milliseconds(),
+    })
+}

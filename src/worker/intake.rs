@@ -1,0 +1,291 @@
+//! Parse, don't validate: an AMQP task message becomes a [`TaskSpec`] before it reaches the
+//! core, or a [`Rejection`] with a reason (CONTRACT §2). Pure: no I/O.
+
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+/// A validated task message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSpec {
+    pub task_id: Uuid,
+    pub agent_id: Uuid,
+    pub input: String,
+    pub conversation_id: Option<Uuid>,
+    pub constraints: Vec<String>,
+    pub stream: bool,
+}
+
+/// Why a message is refused, with whatever could still be read from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub reason: String,
+    /// The task id, when the message named a valid one.
+    pub task_id: Option<Uuid>,
+    pub agent_id: Option<Uuid>,
+    pub input: Option<String>,
+    pub conversation_id: Option<Uuid>,
+}
+
+impl Rejection {
+    fn unread(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            task_id: None,
+            agent_id: None,
+            input: None,
+            conversation_id: None,
+        }
+    }
+}
+
+/// The wire shape, every field optional so that a partly valid message still yields its ids.
+#[derive(Debug, Deserialize)]
+struct RawTask {
+    task_id: Option<Value>,
+    agent_id: Option<Value>,
+    input: Option<Value>,
+    conversation_id: Option<Value>,
+    constraints: Option<Value>,
+    stream: Option<Value>,
+}
+
+/// Parses a task message body. `content_type` is the AMQP property, when set.
+pub fn parse_task(
+    body: &[u8],
+    content_type: Option<&str>,
+    max_bytes: usize,
+) -> Result<TaskSpec, Rejection> {
+    if body.len() > max_bytes {
+        return Err(Rejection::unread(format!(
+            "message is {} bytes, larger than worker.max_message_bytes ({max_bytes})",
+            body.len()
+        )));
+    }
+    if let Some(kind) = content_type {
+        let essence = kind.split(';').next().unwrap_or("").trim();
+        if !essence.eq_ignore_ascii_case("application/json") {
+            return Err(Rejection::unread(format!(
+                "content_type is {kind:?}; task messages must be application/json"
+            )));
+        }
+    }
+    let raw: RawTask = match serde_json::from_slice::<Value>(body) {
+        Ok(value @ Value::Object(_)) => serde_json::from_value(value)
+            .map_err(|err| Rejection::unread(format!("invalid task message: {err}")))?,
+        Ok(_) => return Err(Rejection::unread("task message must be a JSON object")),
+        Err(err) => {
+            return Err(Rejection::unread(format!(
+                "task message is not valid JSON: {err}"
+            )));
+        }
+    };
+    validate(raw)
+}
+
+fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
+    let mut rejection = Rejection::unread("");
+    let mut problems = Vec::new();
+    let task_id = match optional_uuid(raw.task_id.as_ref(), "task_id") {
+        Ok(id) => id,
+        Err(problem) => {
+            problems.push(problem);
+            None
+        }
+    };
+    rejection.task_id = task_id;
+    let agent_id = match optional_uuid(raw.agent_id.as_ref(), "agent_id") {
+        Ok(None) => {
+            problems.push("agent_id is required".to_owned());
+            None
+        }
+        Ok(id) => id,
+        Err(problem) => {
+            problems.push(problem);
+            None
+        }
+    };
+    rejection.agent_id = agent_id;
+    let input = match raw.input {
+        Some(Value::String(text)) if !text.trim().is_empty() => Some(text),
+        Some(Value::String(_)) => {
+            problems.push("input must not be empty".to_owned());
+            None
+        }
+        None | Some(Value::Null) => {
+            problems.push("input is required".to_owned());
+            None
+        }
+        Some(_) => {
+            problems.push("input must be a string".to_owned());
+            None
+        }
+    };
+    rejection.input.clone_from(&input);
+    let conversation_id = optional_uuid(raw.conversation_id.as_ref(), "conversation_id")
+        .unwrap_or_else(|problem| {
+            problems.push(problem);
+            None
+        });
+    rejection.conversation_id = conversation_id;
+    let constraints = constraints(raw.constraints).unwrap_or_else(|problem| {
+        problems.push(problem);
+        Vec::new()
+    });
+    let stream = match raw.stream {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => flag,
+        Some(_) => {
+            problems.push("stream must be a boolean".to_owned());
+            false
+        }
+    };
+    match (agent_id, input) {
+        (Some(agent_id), Some(input)) if problems.is_empty() => Ok(TaskSpec {
+            task_id: task_id.unwrap_or_else(Uuid::now_v7),
+            agent_id,
+            input,
+            conversation_id,
+            constraints,
+            stream,
+        }),
+        _ => {
+            rejection.reason = format!("invalid task message: {}", problems.join("; "));
+            Err(rejection)
+        }
+    }
+}
+
+fn optional_uuid(value: Option<&Value>, field: &str) -> Result<Option<Uuid>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Uuid::parse_str(text)
+            .map(Some)
+            .map_err(|_| format!("{field} is not a valid UUID: {text:?}")),
+        Some(_) => Err(format!("{field} must be a UUID string")),
+    }
+}
+
+fn constraints(value: Option<Value>) -> Result<Vec<String>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text),
+                _ => Err("constraints must be a list of strings".to_owned()),
+            })
+            .collect(),
+        Some(_) => Err("constraints must be a list of strings".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: usize = 1024;
+    const AGENT: &str = "0195f3a0-0000-7000-8000-000000000001";
+    const TASK: &str = "0195f3a0-0000-7000-8000-0000000000aa";
+
+    fn parse(body: &str) -> Result<TaskSpec, Rejection> {
+        parse_task(body.as_bytes(), Some("application/json"), MAX)
+    }
+
+    #[test]
+    fn a_full_message_parses() {
+        let body = format!(
+            r#"{{"task_id":"{TASK}","agent_id":"{AGENT}","input":"hi","constraints":["be brief"],"stream":true,"extra":1}}"#
+        );
+        let spec = parse(&body).expect("valid");
+        assert_eq!(spec.task_id.to_string(), TASK);
+        assert_eq!(spec.agent_id.to_string(), AGENT);
+        assert_eq!(spec.input, "hi");
+        assert_eq!(spec.constraints, vec!["be brief".to_owned()]);
+        assert!(spec.stream);
+    }
+
+    #[test]
+    fn a_missing_task_id_is_generated() {
+        let spec = parse(&format!(r#"{{"agent_id":"{AGENT}","input":"hi"}}"#)).expect("valid");
+        assert_eq!(spec.task_id.get_version_num(), 7);
+        assert!(!spec.stream);
+    }
+
+    #[test]
+    fn missing_fields_are_rejected_but_keep_the_task_id() {
+        let rejection = parse(&format!(r#"{{"task_id":"{TASK}","input":"  "}}"#)).unwrap_err();
+        assert_eq!(
+            rejection.task_id.map(|id| id.to_string()).as_deref(),
+            Some(TASK)
+        );
+        assert!(
+            rejection.reason.contains("agent_id is required"),
+            "{}",
+            rejection.reason
+        );
+        assert!(
+            rejection.reason.contains("input must not be empty"),
+            "{}",
+            rejection.reason
+        );
+    }
+
+    #[test]
+    fn bad_bodies_are_rejected_with_reasons() {
+        for (body, needle) in [
+            ("not json", "not valid JSON"),
+            ("[1,2]", "JSON object"),
+            (
+                r#"{"agent_id":42,"input":"x"}"#,
+                "agent_id must be a UUID string",
+            ),
+            (
+                r#"{"agent_id":"nope","input":"x"}"#,
+                "agent_id is not a valid UUID",
+            ),
+            (
+                &format!(r#"{{"agent_id":"{AGENT}","input":7}}"#),
+                "input must be a string",
+            ),
+            (
+                &format!(r#"{{"agent_id":"{AGENT}","input":"x","constraints":"a"}}"#),
+                "constraints",
+            ),
+            (
+                &format!(r#"{{"agent_id":"{AGENT}","input":"x","stream":"yes"}}"#),
+                "stream",
+            ),
+        ] {
+            let rejection = parse(body).unwrap_err();
+            assert!(
+                rejection.reason.contains(needle),
+                "{body}: {}",
+                rejection.reason
+            );
+        }
+    }
+
+    #[test]
+    fn size_and_content_type_are_checked_first() {
+        let big = "x".repeat(MAX + 1);
+        assert!(
+            parse_task(big.as_bytes(), None, MAX)
+                .unwrap_err()
+                .reason
+                .contains("larger")
+        );
+        let body = format!(r#"{{"agent_id":"{AGENT}","input":"hi"}}"#);
+        let rejection = parse_task(body.as_bytes(), Some("text/plain"), MAX).unwrap_err();
+        assert!(rejection.reason.contains("content_type"));
+        assert!(
+            parse_task(
+                body.as_bytes(),
+                Some("application/json; charset=utf-8"),
+                MAX
+            )
+            .is_ok()
+        );
+        assert!(parse_task(body.as_bytes(), None, MAX).is_ok());
+    }
+}

@@ -1,0 +1,234 @@
+//! Tests of the scripted fake LLM itself, over real HTTP with reqwest: scripted order,
+//! routing by marker, error statuses with Retry-After, delays, recording, the state
+//! snapshot extraction, exhausted and missing scripts, and concurrent requests.
+
+#[allow(dead_code)]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::fake_llm::{
+    FakeLlm, FakeReply, answer_reply, call_tool_reply, plan_reply, reflect_reply,
+};
+
+/// Posts a chat request with `input` as messages[0] and `system` as messages[1].
+async fn post(
+    llm: &FakeLlm,
+    input: &str,
+    system: &str,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let body = json!({"model": "m", "messages": [
+        {"role": "user", "content": input}, {"role": "system", "content": system}]});
+    let response = reqwest::Client::new()
+        .post(format!("{}/chat/completions", llm.base_url()))
+        .bearer_auth("sk-test")
+        .json(&body)
+        .send()
+        .await
+        .expect("request reaches the fake");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let json = response.json().await.expect("fake answers JSON");
+    (status, headers, json)
+}
+
+fn content(body: &Value) -> &str {
+    body.pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn replies_in_scripted_order_then_exhausted() {
+    let llm = FakeLlm::start().await;
+    assert!(llm.base_url().starts_with("http://127.0.0.1:"));
+    llm.script(
+        "alpha",
+        vec![FakeReply::content("one"), FakeReply::content("two")],
+    );
+    assert_eq!(llm.remaining("alpha"), 2);
+    let (_, _, first) = post(&llm, "task alpha", "").await;
+    let (_, _, second) = post(&llm, "task alpha", "").await;
+    assert_eq!((content(&first), content(&second)), ("one", "two"));
+    assert_eq!(first["usage"]["prompt_tokens"], 11);
+    let (status, _, body) = post(&llm, "task alpha", "").await;
+    assert_eq!(status, 500);
+    assert_eq!(body["error"]["message"], "fake llm: script exhausted");
+    assert_eq!(llm.remaining("alpha"), 0);
+}
+
+#[tokio::test]
+async fn markers_route_requests_to_their_own_scripts() {
+    let llm = FakeLlm::start().await;
+    llm.script(
+        "red",
+        vec![FakeReply::content("r1"), FakeReply::content("r2")],
+    );
+    llm.script("blue", vec![FakeReply::json(json!({"b": 1}))]);
+    llm.script("red", vec![FakeReply::content("r3")]);
+    assert_eq!(content(&post(&llm, "the red task", "").await.2), "r1");
+    assert_eq!(
+        content(&post(&llm, "the blue task", "").await.2),
+        r#"{"b":1}"#
+    );
+    assert_eq!(content(&post(&llm, "red again", "").await.2), "r2");
+    assert_eq!(content(&post(&llm, "red again", "").await.2), "r3");
+    let (status, _, body) = post(&llm, "green", "").await;
+    assert_eq!(status, 500);
+    assert_eq!(
+        body["error"]["message"],
+        "fake llm: no script for this input"
+    );
+    assert_eq!(llm.requests().len(), 5);
+    assert_eq!(llm.requests_for("red").len(), 3);
+}
+
+#[tokio::test]
+async fn error_status_with_retry_after() {
+    let llm = FakeLlm::start().await;
+    llm.script(
+        "x",
+        vec![FakeReply::status(429, "slow down").with_retry_after(7)],
+    );
+    let (status, headers, body) = post(&llm, "x", "").await;
+    assert_eq!(status, 429);
+    assert_eq!(
+        headers.get("retry-after").and_then(|v| v.to_str().ok()),
+        Some("7")
+    );
+    assert_eq!(body["error"]["message"], "slow down");
+}
+
+#[tokio::test]
+async fn raw_bodies_and_delays() {
+    let llm = FakeLlm::start().await;
+    let raw = json!({"choices": [{"message": {"content": null}}], "extra": true});
+    llm.script(
+        "x",
+        vec![FakeReply::raw_body(200, raw.clone()).with_delay(Duration::from_millis(150))],
+    );
+    let started = Instant::now();
+    let (status, _, body) = post(&llm, "x", "").await;
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert_eq!((status, body), (200, raw));
+}
+
+#[tokio::test]
+async fn records_bodies_headers_messages_and_tools() {
+    let llm = FakeLlm::start().await;
+    llm.script("rec", vec![FakeReply::content("ok")]);
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "rec"}],
+        "tools": [{"type": "function", "function": {"name": "calculate", "parameters": {}}}]});
+    reqwest::Client::new()
+        .post(format!("{}/chat/completions", llm.base_url()))
+        .json(&body)
+        .send()
+        .await
+        .expect("request reaches the fake");
+    post(&llm, "other", "sys").await;
+    let requests = llm.requests();
+    assert_eq!(requests[0].body, body);
+    assert_eq!(requests[0].authorization, None);
+    assert_eq!(requests[0].tool_names(), ["calculate"]);
+    assert_eq!(requests[1].authorization.as_deref(), Some("Bearer sk-test"));
+    let expected = vec![
+        ("user".to_owned(), "other".to_owned()),
+        ("system".to_owned(), "sys".to_owned()),
+    ];
+    assert_eq!(requests[1].messages(), expected);
+    assert_eq!(requests[1].user_input(), "other");
+}
+
+#[tokio::test]
+async fn extracts_the_state_snapshot_from_the_system_message() {
+    let llm = FakeLlm::start().await;
+    let fenced = "## 4\n```json\n{\"schema\": 1}\n```\n## 6\n```json\n{\"global\": {\"iteration\": 2}}\n```\nRead it.";
+    let bare =
+        "State follows {not json} then {\"global\": {\"iteration\": 3}, \"x\": {\"y\": 1}} end";
+    post(&llm, "a", fenced).await;
+    post(&llm, "b", bare).await;
+    post(&llm, "c", "no state here").await;
+    let requests = llm.requests();
+    assert_eq!(
+        requests[0].system_state(),
+        Some(json!({"global": {"iteration": 2}}))
+    );
+    assert_eq!(
+        requests[1].system_state(),
+        Some(json!({"global": {"iteration": 3}, "x": {"y": 1}}))
+    );
+    assert_eq!(requests[2].system_state(), None);
+}
+
+#[tokio::test]
+async fn seed_replies_carry_the_trace_id_and_tool_calls() {
+    let llm = FakeLlm::start().await;
+    llm.script(
+        "seed",
+        vec![
+            plan_reply(&[("1", "compute"), ("2", "answer")]),
+            call_tool_reply(vec![
+                ("calculate", json!({"expression": "1+1"})),
+                ("current_time", json!({})),
+            ]),
+            reflect_reply("so far so good"),
+            answer_reply("42"),
+        ],
+    );
+    let system = "```json\n{\"current_recursion\": {\"trace_id\": \"t-123\"}}\n```";
+    let plan: Value =
+        serde_json::from_str(content(&post(&llm, "seed", system).await.2)).expect("json");
+    assert_eq!(plan["trace_id"], "t-123");
+    assert_eq!(plan["action"]["action_type"], "RE_PLAN");
+    assert_eq!(
+        plan["action"]["output"]["plan"][1],
+        json!({"step_id": "2", "description": "answer", "status": "pending"})
+    );
+    let (_, _, call) = post(&llm, "seed", "").await;
+    let calls = &call["choices"][0]["message"]["tool_calls"];
+    assert_eq!(calls[0]["id"], "call_1");
+    assert_eq!(calls[1]["id"], "call_2");
+    assert_eq!(calls[0]["function"]["arguments"], r#"{"expression":"1+1"}"#);
+    assert_eq!(call["choices"][0]["finish_reason"], "tool_calls");
+    let seed: Value = serde_json::from_str(content(&call)).expect("json");
+    assert_eq!(seed["action"]["action_type"], "CALL_TOOL");
+    assert_eq!(
+        seed["trace_id"], "{{trace_id}}",
+        "no snapshot: placeholder kept"
+    );
+    let reflect: Value =
+        serde_json::from_str(content(&post(&llm, "seed", "").await.2)).expect("json");
+    assert_eq!(reflect["action"]["output"]["summary"], "so far so good");
+    let answer: Value =
+        serde_json::from_str(content(&post(&llm, "seed", "").await.2)).expect("json");
+    assert_eq!(
+        answer["action"],
+        json!({"action_type": "ANSWER", "output": {"answer": "42"}})
+    );
+    assert_eq!(answer["short_term_memory_append"], "");
+}
+
+#[tokio::test]
+async fn serves_concurrent_requests() {
+    let llm = FakeLlm::start().await;
+    for i in 0..8 {
+        let reply = FakeReply::content(format!("reply {i}")).with_delay(Duration::from_millis(300));
+        llm.script(&format!("task-{i}:"), vec![reply]);
+    }
+    let started = Instant::now();
+    let calls = (0..8).map(|i| {
+        let llm = llm.clone();
+        async move { content(&post(&llm, &format!("task-{i}:"), "").await.2).to_owned() }
+    });
+    let replies = futures::future::join_all(calls).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(2000),
+        "{:?}",
+        started.elapsed()
+    );
+    for (i, reply) in replies.iter().enumerate() {
+        assert_eq!(reply, &format!("reply {i}"));
+    }
+    assert_eq!(llm.requests().len(), 8);
+}

@@ -1,0 +1,265 @@
+//! An isolated agentd environment for one integration test: a fresh database, uniquely named
+//! queues and exchanges on the local RabbitMQ, a scripted fake LLM over real HTTP, and the
+//! real worker (`agentd::worker::run`) running in this process against all three.
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentd::config::Settings;
+use agentd::store;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::fake_llm::FakeLlm;
+
+/// A running worker with its own database, broker names and fake LLM.
+pub struct TestEnv {
+    pub settings: Settings,
+    pub pool: PgPool,
+    pub fake: FakeLlm,
+    pub publisher: agentd::amqp::Publisher,
+    connection: lapin::Connection,
+    events: lapin::Consumer,
+    shutdown: CancellationToken,
+    worker: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+/// Settings for a test: unique names, fast retries, pointing at `fake`.
+pub fn test_settings(fake: &FakeLlm) -> Settings {
+    let mut settings =
+        Settings::load_from(Path::new("config/default.toml"), None).expect("config/default.toml");
+    let suffix = Uuid::new_v4().simple().to_string()[..12].to_owned();
+    settings.database.url = format!("postgres://postgres@127.0.0.1:5432/agentd_test_{suffix}");
+    settings.amqp.tasks_queue = format!("agentd.tasks.{suffix}");
+    settings.amqp.dead_letter_queue = format!("agentd.tasks.dead.{suffix}");
+    settings.amqp.events_exchange = format!("agentd.events.{suffix}");
+    settings.amqp.control_exchange = format!("agentd.control.{suffix}");
+    settings.llm.base_url = fake.base_url();
+    settings.llm.timeout_ms = 5_000;
+    settings.llm.retry.initial_delay_ms = 20;
+    settings.llm.retry.max_delay_ms = 100;
+    settings.worker.shutdown_grace_secs = 5;
+    settings
+}
+
+impl TestEnv {
+    /// Starts a fake LLM and a worker with default test settings.
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Like [`TestEnv::start`], letting the test adjust the settings first.
+    pub async fn start_with(adjust: impl FnOnce(&mut Settings)) -> Self {
+        let fake = FakeLlm::start().await;
+        let mut settings = test_settings(&fake);
+        adjust(&mut settings);
+        let pool = store::prepare(&settings.database.url, 4)
+            .await
+            .expect("database");
+        let (connection, publisher) = agentd::amqp::connect_declared(&settings)
+            .await
+            .expect("broker");
+        let events =
+            agentd::amqp::subscriber::subscribe(&connection, &settings.amqp.events_exchange)
+                .await
+                .expect("subscribe");
+        let shutdown = CancellationToken::new();
+        let worker = tokio::spawn(agentd::worker::run(settings.clone(), shutdown.clone()));
+        Self {
+            settings,
+            pool,
+            fake,
+            publisher,
+            connection,
+            events,
+            shutdown,
+            worker: Some(worker),
+        }
+    }
+
+    /// Inserts an agent with a plain SQL insert, as CONTRACT §4 allows, then sets options.
+    pub async fn agent(&self, max_iteration: Option<i32>, tools: Option<&[&str]>) -> Uuid {
+        let agent_id = Uuid::now_v7();
+        sqlx::query(
+            "INSERT INTO agents (agent_id, name, model) VALUES ($1, 'test-agent', 'fake-model')",
+        )
+        .bind(agent_id)
+        .execute(&self.pool)
+        .await
+        .expect("insert agent");
+        if let Some(max) = max_iteration {
+            sqlx::query("UPDATE agents SET max_iteration = $2 WHERE agent_id = $1")
+                .bind(agent_id)
+                .bind(max)
+                .execute(&self.pool)
+                .await
+                .expect("max_iteration");
+        }
+        if let Some(tools) = tools {
+            let tools: Vec<String> = tools.iter().map(|t| (*t).to_owned()).collect();
+            sqlx::query("UPDATE agents SET tools = $2 WHERE agent_id = $1")
+                .bind(agent_id)
+                .bind(tools)
+                .execute(&self.pool)
+                .await
+                .expect("tools");
+        }
+        agent_id
+    }
+
+    /// Publishes a raw task body to the tasks queue as any producer would.
+    pub async fn publish_raw(&self, body: &[u8]) {
+        self.publisher
+            .publish_task(&self.settings.amqp.tasks_queue, body)
+            .await
+            .expect("publish task");
+    }
+
+    /// Publishes a task for `agent_id` with `input` and returns its task_id.
+    pub async fn submit(&self, agent_id: Uuid, input: &str) -> Uuid {
+        let task_id = Uuid::now_v7();
+        let body = json!({"task_id": task_id, "agent_id": agent_id, "input": input});
+        self.publish_raw(body.to_string().as_bytes()).await;
+        task_id
+    }
+
+    /// Waits until the task's row is terminal and returns it.
+    pub async fn wait_terminal(&self, task_id: Uuid) -> store::tasks::TaskRow {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let task = store::tasks::get(&self.pool, task_id).await.expect("get task");
+            if let Some(task) = task
+                && store::tasks::status::is_terminal(&task.status)
+            {
+                return task;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "task {task_id} did not end in 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Collects published events of `task_id` until its terminal event (or 30 s).
+    pub async fn published_events(&mut self, task_id: Uuid) -> Vec<Value> {
+        let mut seen = Vec::new();
+        let deadline = tokio::time::sleep(Duration::from_secs(30));
+        tokio::pin!(deadline);
+        loop {
+            let delivery = tokio::select! {
+                () = &mut deadline => panic!("no terminal event for {task_id}: {seen:#?}"),
+                delivery = self.events.next() => delivery,
+            };
+            let delivery = delivery
+                .expect("event stream open")
+                .expect("event delivery");
+            let event: Value = serde_json::from_slice(&delivery.data).expect("event JSON");
+            if event["task_id"] != json!(task_id) {
+                continue;
+            }
+            let kind = event["type"].as_str().unwrap_or("").to_owned();
+            seen.push(event);
+            if matches!(
+                kind.as_str(),
+                "task.completed" | "task.failed" | "task.cancelled"
+            ) {
+                return seen;
+            }
+        }
+    }
+
+    /// The stored events of a task, in seq order.
+    pub async fn stored_events(&self, task_id: Uuid) -> Vec<Value> {
+        sqlx::query_scalar::<_, Value>("SELECT payload FROM events WHERE task_id = $1 ORDER BY seq")
+            .bind(task_id)
+            .fetch_all(&self.pool)
+            .await
+            .expect("events")
+    }
+
+    /// Reads one message from the dead-letter queue, if any, with its reason header.
+    pub async fn dead_letter(&self) -> Option<(Vec<u8>, Option<String>)> {
+        let channel = self.connection.create_channel().await.expect("channel");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = channel
+                .basic_get(
+                    self.settings.amqp.dead_letter_queue.as_str().into(),
+                    lapin::options::BasicGetOptions { no_ack: true },
+                )
+                .await
+                .expect("basic_get");
+            if let Some(message) = got {
+                let reason = message
+                    .delivery
+                    .properties
+                    .headers()
+                    .as_ref()
+                    .and_then(|headers| headers.inner().get("x-agentd-reason").cloned())
+                    .and_then(|value| match value {
+                        lapin::types::AMQPValue::LongString(text) => Some(text.to_string()),
+                        _ => None,
+                    });
+                return Some((message.delivery.data.clone(), reason));
+            }
+            if tokio::time::Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the worker, deletes the test's queues and exchanges and drops its database.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(worker) = self.worker.take() {
+            let result = tokio::time::timeout(Duration::from_secs(15), worker).await;
+            let result = result
+                .expect("worker stops within 15 s")
+                .expect("worker task");
+            result.expect("worker ended without error");
+        }
+        let channel = self.connection.create_channel().await.expect("channel");
+        let names = &self.settings.amqp;
+        for queue in [&names.tasks_queue, &names.dead_letter_queue] {
+            let _ = channel
+                .queue_delete(
+                    queue.as_str().into(),
+                    lapin::options::QueueDeleteOptions::default(),
+                )
+                .await;
+        }
+        for exchange in [&names.events_exchange, &names.control_exchange] {
+            let _ = channel
+                .exchange_delete(
+                    exchange.as_str().into(),
+                    lapin::options::ExchangeDeleteOptions::default(),
+                )
+                .await;
+        }
+        let _ = self.connection.close(200, "test done".into()).await;
+        self.pool.close().await;
+        let _ = sqlx::query(&format!(
+            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+            self.settings
+                .database
+                .url
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+        ))
+        .execute(&admin_pool().await)
+        .await;
+    }
+}
+
+async fn admin_pool() -> PgPool {
+    PgPool::connect("postgres://postgres@127.0.0.1:5432/postgres")
+        .await
+        .expect("admin pool")
+}

@@ -1,0 +1,2 @@
+pub mod fake_llm;
+pub mod harness;
