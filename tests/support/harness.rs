@@ -131,7 +131,9 @@ impl TestEnv {
     pub async fn wait_terminal(&self, task_id: Uuid) -> store::tasks::TaskRow {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
-            let task = store::tasks::get(&self.pool, task_id).await.expect("get task");
+            let task = store::tasks::get(&self.pool, task_id)
+                .await
+                .expect("get task");
             if let Some(task) = task
                 && store::tasks::status::is_terminal(&task.status)
             {

@@ -1,0 +1,167 @@
+//! LLM failures end to end: retryable statuses are retried with backoff (llm.retry events,
+//! one llm_calls row per attempt), fatal ones end the task `failed` with the provider's
+//! message, and the budget of recursions is enforced.
+
+#[allow(dead_code)]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::fake_llm::{FakeReply, answer_reply, reflect_reply};
+use support::harness::TestEnv;
+
+async fn llm_statuses(env: &TestEnv, task_id: uuid::Uuid) -> Vec<(i32, String)> {
+    sqlx::query_as("SELECT attempt, status FROM llm_calls WHERE task_id = $1 ORDER BY id")
+        .bind(task_id)
+        .fetch_all(&env.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn status_429_and_500_are_retried_then_the_task_completes() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "retry-429-500";
+    env.fake.script(
+        marker,
+        vec![
+            FakeReply::status(429, "slow down").with_retry_after(1),
+            FakeReply::status(500, "boom"),
+            answer_reply("made it"),
+        ],
+    );
+    let started = Instant::now();
+    let task_id = env.submit(agent, marker).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "Retry-After: 1 was honoured"
+    );
+    let retries: Vec<_> = events.iter().filter(|e| e["type"] == "llm.retry").collect();
+    assert_eq!(retries.len(), 2, "{events:#?}");
+    assert_eq!(retries[0]["data"]["attempt"], 1);
+    assert_eq!(retries[0]["data"]["delay_ms"], 1000);
+    assert!(
+        retries[0]["data"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("slow down")
+    );
+    assert_eq!(retries[1]["data"]["attempt"], 2);
+    assert_eq!(
+        retries[1]["data"]["delay_ms"], 40,
+        "second retry: initial 20 ms doubled"
+    );
+    assert_eq!(
+        llm_statuses(&env, task_id).await,
+        vec![
+            (1, "http_429".to_owned()),
+            (2, "http_500".to_owned()),
+            (3, "200".to_owned())
+        ]
+    );
+    assert_eq!(task.iterations, 1, "retries stay inside one recursion");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn status_400_is_fatal_with_the_provider_message() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "fatal-400";
+    env.fake.script(
+        marker,
+        vec![FakeReply::status(400, "model fake-model does not exist")],
+    );
+    let task_id = env.submit(agent, marker).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "failed");
+    assert_eq!(task.fail_reason.as_deref(), Some("llm_error"));
+    let error = task.error.expect("error");
+    assert!(error.contains("model fake-model does not exist"), "{error}");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "task.failed");
+    assert_eq!(last["data"]["reason"], "llm_error");
+    assert!(events.iter().all(|e| e["type"] != "llm.retry"));
+    assert_eq!(
+        llm_statuses(&env, task_id).await,
+        vec![(1, "http_400".to_owned())]
+    );
+    let (status, error_log): (String, Option<String>) =
+        sqlx::query_as("SELECT status, error_log FROM recursions WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_one(&env.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "error");
+    assert!(error_log.unwrap().contains("does not exist"));
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn retries_exhausted_fail_the_task() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "exhausted-503";
+    env.fake.script(
+        marker,
+        (0..4)
+            .map(|_| FakeReply::status(503, "overloaded"))
+            .collect(),
+    );
+    let task_id = env.submit(agent, marker).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "failed");
+    assert_eq!(task.fail_reason.as_deref(), Some("llm_error"));
+    assert!(task.error.unwrap().contains("4 attempt"));
+    assert_eq!(
+        events.iter().filter(|e| e["type"] == "llm.retry").count(),
+        3
+    );
+    assert_eq!(llm_statuses(&env, task_id).await.len(), 4);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn max_iteration_ends_the_task_after_exactly_that_many_recursions() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(Some(3), None).await;
+    let marker = "max-iteration";
+    env.fake.script(
+        marker,
+        vec![
+            reflect_reply("thinking 1"),
+            reflect_reply("thinking 2"),
+            reflect_reply("best so far: 42"),
+            answer_reply("never reached"),
+        ],
+    );
+    let task_id = env.submit(agent, marker).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "failed");
+    assert_eq!(task.fail_reason.as_deref(), Some("max_iteration"));
+    assert_eq!(task.iterations, 3);
+    let recursions: i64 = sqlx::query_scalar("SELECT count(*) FROM recursions WHERE task_id = $1")
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .unwrap();
+    assert_eq!(recursions, 3);
+    assert_eq!(env.fake.requests_for(marker).len(), 3);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "task.failed");
+    assert_eq!(last["data"]["reason"], "max_iteration");
+    assert_eq!(last["data"]["partial"], json!("best so far: 42"));
+    // The last request told the model it was on its last recursion.
+    let state = env.fake.requests_for(marker)[2].system_state().unwrap();
+    assert_eq!(state["global"]["max_iteration"], 3);
+    assert_eq!(state["global"]["remaining_iterations"], 0);
+    env.stop().await;
+}
