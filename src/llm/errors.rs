@@ -20,8 +20,7 @@ const MAX_QUOTED_BODY: usize = 500;
 pub(crate) fn classify_status(status: u16, retry_after: Option<Duration>) -> ErrorClass {
     match (status, retry_after) {
         (429 | 503, Some(delay)) => ErrorClass::RetryAfter(delay),
-        (408 | 429 | 500..=599, _) => ErrorClass::Retryable,
-        _ => ErrorClass::Fatal,
+        _ => crate::core::retry::classify_status(status),
     }
 }
 
