@@ -69,6 +69,34 @@ pub struct WorkerSettings {
     pub max_deliveries: u32,
     pub prompt_path: PathBuf,
     pub shutdown_grace_secs: u64,
+    /// Seconds a task lease lasts without renewal (renewed every third of it).
+    #[serde(default = "defaults::lease_secs")]
+    pub lease_secs: f64,
+    /// Tool calls of one reply run at once, at most this many (1 = one after another).
+    #[serde(default = "defaults::tool_concurrency")]
+    pub tool_concurrency: usize,
+    /// Timeout of one tool call, in milliseconds.
+    #[serde(default = "defaults::tool_timeout_ms")]
+    pub tool_timeout_ms: u64,
+    /// Timeout of one recursion (LLM call with its retries, then its tools), in milliseconds.
+    #[serde(default = "defaults::recursion_timeout_ms")]
+    pub recursion_timeout_ms: u64,
+}
+
+/// Defaults of keys added after the first release, so older config files still load.
+mod defaults {
+    pub fn lease_secs() -> f64 {
+        30.0
+    }
+    pub fn tool_concurrency() -> usize {
+        8
+    }
+    pub fn tool_timeout_ms() -> u64 {
+        10_000
+    }
+    pub fn recursion_timeout_ms() -> u64 {
+        30_000
+    }
 }
 
 /// The `[log]` section.

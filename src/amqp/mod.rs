@@ -1,37 +1,26 @@
 //! The RabbitMQ adapter (lapin): connecting, declaring the topology of CONTRACT §2–3, and
 //! publishing with publisher confirms (events, dead letters, tasks from the CLI).
 
+pub mod broker;
 pub mod publisher;
 pub mod subscriber;
 pub mod topology;
 
-use anyhow::Context;
-use lapin::{Connection, ConnectionProperties};
+use std::sync::Arc;
 
+use anyhow::Context;
+
+pub use broker::Broker;
 pub use publisher::Publisher;
 
-/// Opens a connection to the broker.
-pub async fn connect(url: &str) -> anyhow::Result<Connection> {
-    let properties = ConnectionProperties::default()
-        .with_connection_name(format!("agentd-{}", std::process::id()).into());
-    Connection::connect(url, properties)
+/// Connects to the broker, declares the whole topology (idempotent) and returns a confirmed
+/// publisher on it, as every command that touches the broker does first.
+pub async fn connect_declared(settings: &crate::config::Settings) -> anyhow::Result<Publisher> {
+    let broker = Broker::new(&settings.amqp.url);
+    let publisher = Publisher::new(Arc::clone(&broker));
+    let channel = publisher.channel().await?;
+    topology::declare(&channel, &settings.amqp, settings.worker.max_deliveries)
         .await
-        .context("connecting to RabbitMQ")
-}
-
-/// Connects, opens a confirmed publisher and declares the whole topology (idempotent), as
-/// every command that touches the broker does first.
-pub async fn connect_declared(
-    settings: &crate::config::Settings,
-) -> anyhow::Result<(Connection, Publisher)> {
-    let connection = connect(&settings.amqp.url).await?;
-    let publisher = Publisher::open(&connection).await?;
-    topology::declare(
-        publisher.channel(),
-        &settings.amqp,
-        settings.worker.max_deliveries,
-    )
-    .await
-    .context("declaring the RabbitMQ topology")?;
-    Ok((connection, publisher))
+        .context("declaring the RabbitMQ topology")?;
+    Ok(publisher)
 }

@@ -4,38 +4,56 @@
 use anyhow::Context;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Connection};
+use lapin::{BasicProperties, Channel};
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+use super::broker::Broker;
 use uuid::Uuid;
 
 /// AMQP delivery mode for persistent messages.
 const PERSISTENT: u8 = 2;
 
-/// A channel in confirm mode.
+/// Publishes through a confirm-mode channel of a [`Broker`], reopening the channel (and the
+/// connection) when it was lost.
 #[derive(Clone)]
 pub struct Publisher {
-    channel: Channel,
+    broker: Arc<Broker>,
+    channel: Arc<Mutex<Option<Channel>>>,
 }
 
 impl Publisher {
-    /// Opens a channel on `connection` and puts it in confirm mode.
-    pub async fn open(connection: &Connection) -> anyhow::Result<Self> {
-        let channel = connection
-            .create_channel()
-            .await
-            .context("opening a publisher channel")?;
+    /// A publisher on `broker`; the channel is opened on first use.
+    pub fn new(broker: Arc<Broker>) -> Self {
+        Self {
+            broker,
+            channel: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The broker this publisher uses.
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// The confirm-mode channel, opened when missing or closed.
+    pub async fn channel(&self) -> anyhow::Result<Channel> {
+        let mut slot = self.channel.lock().await;
+        if let Some(channel) = slot.as_ref()
+            && channel.status().connected()
+        {
+            return Ok(channel.clone());
+        }
+        let channel = self.broker.channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .context("enabling publisher confirms")?;
-        Ok(Self { channel })
+        *slot = Some(channel.clone());
+        Ok(channel)
     }
 
-    /// The underlying channel (for declarations).
-    pub fn channel(&self) -> &Channel {
-        &self.channel
-    }
-
-    /// Publishes and waits for the broker's ack.
+    /// Publishes and waits for the broker's ack. A lost channel is reopened once.
     pub async fn publish(
         &self,
         exchange: &str,
@@ -43,14 +61,33 @@ impl Publisher {
         payload: &[u8],
         properties: BasicProperties,
     ) -> anyhow::Result<()> {
+        let properties = properties.with_delivery_mode(PERSISTENT);
+        match self.publish_once(exchange, routing_key, payload, properties.clone()).await {
+            Ok(()) => Ok(()),
+            Err(first) => {
+                tracing::debug!(error = %format!("{first:#}"), "publish failed; reopening the channel");
+                *self.channel.lock().await = None;
+                self.publish_once(exchange, routing_key, payload, properties).await
+            }
+        }
+    }
+
+    async fn publish_once(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        payload: &[u8],
+        properties: BasicProperties,
+    ) -> anyhow::Result<()> {
         let confirm = self
-            .channel
+            .channel()
+            .await?
             .basic_publish(
                 exchange.into(),
                 routing_key.into(),
                 BasicPublishOptions::default(),
                 payload,
-                properties.with_delivery_mode(PERSISTENT),
+                properties,
             )
             .await
             .context("publishing")?

@@ -4,14 +4,13 @@
 use anyhow::Context;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
-use lapin::{Connection, Consumer};
+use lapin::Consumer;
+
+use super::Broker;
 
 /// Binds a new exclusive, auto-delete queue to `exchange` and consumes it (auto-ack).
-pub async fn subscribe(connection: &Connection, exchange: &str) -> anyhow::Result<Consumer> {
-    let channel = connection
-        .create_channel()
-        .await
-        .context("opening a channel")?;
+pub async fn subscribe(broker: &Broker, exchange: &str) -> anyhow::Result<Consumer> {
+    let channel = broker.channel().await?;
     let queue = channel
         .queue_declare(
             "".into(),

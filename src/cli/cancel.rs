@@ -16,7 +16,7 @@ use crate::worker::events::EventLog;
 /// Cancels the task and reports where it was.
 pub async fn run(settings: &Settings, task_id: Uuid) -> anyhow::Result<ExitCode> {
     let pool = store::prepare(&settings.database.url, 2).await?;
-    let (connection, publisher) = amqp::connect_declared(settings).await?;
+    let publisher = amqp::connect_declared(settings).await?;
     if let Some(agent_id) = store::tasks::cancel_unstarted(&pool, task_id).await? {
         let last_seq = store::events::last_seq(&pool, task_id).await?;
         let mut log = EventLog::new(task_id, agent_id, last_seq);
@@ -37,6 +37,6 @@ pub async fn run(settings: &Settings, task_id: Uuid) -> anyhow::Result<ExitCode>
             .await?;
         println!("cancel sent for {task_id}");
     }
-    let _ = connection.close(200, "done".into()).await;
+    publisher.broker().close().await;
     Ok(ExitCode::SUCCESS)
 }

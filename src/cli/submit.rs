@@ -27,11 +27,11 @@ pub struct Submission {
 
 /// Publishes the task; prints its id, or follows it to the end with `wait`.
 pub async fn run(settings: &Settings, task: &Submission, wait: bool) -> anyhow::Result<ExitCode> {
-    let (connection, publisher) = amqp::connect_declared(settings).await?;
+    let publisher = amqp::connect_declared(settings).await?;
     // Subscribe before publishing so that no event can be missed.
     let mut events = match wait {
         true => {
-            Some(amqp::subscriber::subscribe(&connection, &settings.amqp.events_exchange).await?)
+            Some(amqp::subscriber::subscribe(publisher.broker(), &settings.amqp.events_exchange).await?)
         }
         false => None,
     };

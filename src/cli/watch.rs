@@ -11,9 +11,9 @@ use crate::config::Settings;
 
 /// Follows the events exchange until interrupted.
 pub async fn run(settings: &Settings, task: Option<Uuid>) -> anyhow::Result<ExitCode> {
-    let (connection, _publisher) = amqp::connect_declared(settings).await?;
+    let publisher = amqp::connect_declared(settings).await?;
     let mut consumer =
-        amqp::subscriber::subscribe(&connection, &settings.amqp.events_exchange).await?;
+        amqp::subscriber::subscribe(publisher.broker(), &settings.amqp.events_exchange).await?;
     eprintln!(
         "watching {} (Ctrl-C to stop)",
         settings.amqp.events_exchange

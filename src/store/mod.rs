@@ -5,6 +5,7 @@ pub mod agents;
 pub mod events;
 pub mod tasks;
 pub mod trace;
+pub mod transient;
 
 use std::time::Duration;
 

@@ -57,20 +57,20 @@ pub async fn insert_recursion(
 
 /// One LLM attempt as recorded in `llm_calls`.
 #[derive(Debug, Clone)]
-pub struct LlmCallRow<'a> {
+pub struct LlmCallRow {
     pub task_id: Uuid,
     pub trace_id: Uuid,
     pub iteration: u32,
     pub attempt: u32,
-    pub status: &'a str,
+    pub status: String,
     pub latency_ms: u64,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
-    pub error: Option<&'a str>,
+    pub error: Option<String>,
 }
 
 /// Records one LLM attempt.
-pub async fn insert_llm_call(pool: &PgPool, row: &LlmCallRow<'_>) -> sqlx::Result<()> {
+pub async fn insert_llm_call(conn: &mut PgConnection, row: &LlmCallRow) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms, \
                                 prompt_tokens, completion_tokens, error) \
@@ -80,12 +80,12 @@ pub async fn insert_llm_call(pool: &PgPool, row: &LlmCallRow<'_>) -> sqlx::Resul
     .bind(row.trace_id)
     .bind(i32::try_from(row.iteration).unwrap_or(i32::MAX))
     .bind(i32::try_from(row.attempt).unwrap_or(i32::MAX))
-    .bind(row.status)
+    .bind(&row.status)
     .bind(i64::try_from(row.latency_ms).unwrap_or(i64::MAX))
     .bind(row.prompt_tokens)
     .bind(row.completion_tokens)
-    .bind(row.error)
-    .execute(pool)
+    .bind(row.error.as_deref())
+    .execute(conn)
     .await?;
     Ok(())
 }

@@ -1,31 +1,51 @@
 //! The control consumer: every worker binds its own exclusive queue to the `agentd.control`
-//! fanout exchange and cancels the running tasks named by `cancel` messages.
+//! fanout exchange and cancels the tasks named by `cancel` messages. It reconnects when the
+//! broker connection is lost, until shutdown.
+
+use std::sync::Arc;
 
 use anyhow::Context;
 use futures::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use serde::Deserialize;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::delivery::RunningTasks;
+use crate::amqp::Broker;
 
 #[derive(Debug, Deserialize)]
 struct CancelMessage {
     task_id: Uuid,
 }
 
-/// Starts consuming control messages; the returned token stops it.
-pub async fn spawn(
-    connection: &lapin::Connection,
-    exchange: &str,
+/// Consumes control messages until `shutdown`.
+pub fn spawn(
+    broker: Arc<Broker>,
+    exchange: String,
     running: RunningTasks,
-) -> anyhow::Result<CancellationToken> {
-    let channel = connection
-        .create_channel()
-        .await
-        .context("opening the control channel")?;
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(channel) = broker.channel_with_retry(&shutdown).await {
+            match listen(&channel, &exchange, &running, &shutdown).await {
+                Ok(()) => return,
+                Err(err) => {
+                    tracing::warn!(error = %format!("{err:#}"), "control consumer lost; reconnecting");
+                }
+            }
+        }
+    })
+}
+
+async fn listen(
+    channel: &lapin::Channel,
+    exchange: &str,
+    running: &RunningTasks,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
     let queue = channel
         .queue_declare(
             "".into(),
@@ -48,40 +68,34 @@ pub async fn spawn(
         )
         .await
         .context("binding the control queue")?;
+    let options = BasicConsumeOptions {
+        no_ack: true,
+        ..BasicConsumeOptions::default()
+    };
     let mut consumer = channel
-        .basic_consume(
-            queue.name().clone(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
+        .basic_consume(queue.name().clone(), "".into(), options, FieldTable::default())
         .await
         .context("consuming control messages")?;
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
-        loop {
-            let delivery = tokio::select! {
-                () = stopped.cancelled() => return,
-                delivery = consumer.next() => delivery,
-            };
-            let Some(Ok(delivery)) = delivery else { return };
-            let kind = delivery
-                .properties
-                .kind()
-                .as_ref()
-                .map(|kind| kind.as_str().to_owned());
-            if kind.as_deref() == Some("cancel") {
-                match serde_json::from_slice::<CancelMessage>(&delivery.data) {
-                    Ok(message) => {
-                        let here = running.cancel(message.task_id);
-                        tracing::info!(task_id = %message.task_id, running_here = here, "cancel requested");
-                    }
-                    Err(err) => tracing::warn!(error = %err, "unreadable cancel message ignored"),
-                }
-            }
-            let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+    loop {
+        let delivery = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            delivery = consumer.next() => delivery,
+        };
+        let delivery = match delivery {
+            Some(Ok(delivery)) => delivery,
+            Some(Err(err)) => anyhow::bail!("control consumer failed: {err}"),
+            None => anyhow::bail!("control consumer cancelled"),
+        };
+        let kind = delivery.properties.kind().as_ref().map(|kind| kind.as_str());
+        if kind != Some("cancel") {
+            continue;
         }
-    });
-    Ok(stop)
+        match serde_json::from_slice::<CancelMessage>(&delivery.data) {
+            Ok(message) => {
+                let here = running.cancel(message.task_id);
+                tracing::info!(task_id = %message.task_id, running_here = here, "cancel requested");
+            }
+            Err(err) => tracing::warn!(error = %err, "unreadable cancel message ignored"),
+        }
+    }
 }

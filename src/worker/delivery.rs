@@ -16,7 +16,7 @@ use super::events::EventLog;
 use super::intake::{Rejection, TaskSpec, parse_task};
 use super::interrupt::Stops;
 use super::task_run::{RunEnd, TaskRun};
-use crate::core::machine::{FailReason, Machine, TaskInfo};
+use crate::core::machine::{FailReason, Limits, Machine, TaskInfo};
 use crate::store::{self, agents::Agent, tasks::Claim, tasks::NewTask};
 
 /// What to do with a delivery once it has been handled.
@@ -119,13 +119,14 @@ pub async fn handle(
     running: &RunningTasks,
     body: &[u8],
     content_type: Option<&str>,
+    shutdown: &CancellationToken,
 ) -> Handled {
     let spec = match parse_task(body, content_type, deps.max_message_bytes) {
         Ok(spec) => spec,
         Err(rejection) => return reject(deps, rejection).await,
     };
     let span = tracing::info_span!("task", task_id = %spec.task_id);
-    match run(deps, running, &spec).instrument(span).await {
+    match run(deps, running, &spec, shutdown).instrument(span).await {
         Ok(handled) => handled,
         Err(err) => {
             tracing::error!(task_id = %spec.task_id, error = %format!("{err:#}"), "task run failed");
@@ -138,6 +139,7 @@ async fn run(
     deps: &WorkerDeps,
     running: &RunningTasks,
     spec: &TaskSpec,
+    shutdown: &CancellationToken,
 ) -> anyhow::Result<Handled> {
     let Some(agent) = store::agents::get(&deps.pool, spec.agent_id).await? else {
         let rejection = Rejection {
@@ -150,15 +152,10 @@ async fn run(
         return Ok(reject(deps, rejection).await);
     };
     store::tasks::insert_pending(&deps.pool, &new_task(spec)).await?;
-    let claim =
-        store::tasks::claim(&deps.pool, spec.task_id, deps.worker_id, deps.lease_secs).await?;
-    let (machine, mut log) = match claim {
-        Claim::Fresh => fresh(spec, &agent),
-        Claim::Resume(checkpoint) => resume(deps, spec, &agent, checkpoint).await?,
-        Claim::Busy | Claim::Ended(_) | Claim::Missing => {
-            tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
-            return Ok(Handled::Duplicate);
-        }
+    let (machine, mut log) = match take(deps, spec, &agent, shutdown).await? {
+        Some(taken) => taken,
+        None if shutdown.is_cancelled() => return Ok(Handled::Released),
+        None => return Ok(Handled::Duplicate),
     };
     if log.is_empty() {
         log.push(
@@ -192,6 +189,39 @@ async fn run(
     }
 }
 
+/// Claims the task. While another live worker holds it (a redelivery while its first
+/// consumer still runs it), waits: the holder either finishes it (then this message is a
+/// duplicate) or dies (its lease expires and this worker resumes it). `None`: nothing to run.
+async fn take(
+    deps: &WorkerDeps,
+    spec: &TaskSpec,
+    agent: &Agent,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<(Machine, EventLog)>> {
+    let poll = Duration::from_secs_f64((deps.lease_secs / 4.0).clamp(0.05, 5.0));
+    loop {
+        let claim =
+            store::tasks::claim(&deps.pool, spec.task_id, deps.worker_id, deps.lease_secs).await?;
+        match claim {
+            Claim::Fresh => return Ok(Some(fresh(spec, agent))),
+            Claim::Resume(checkpoint) => {
+                return resume(deps, spec, agent, checkpoint).await.map(Some);
+            }
+            Claim::Ended(_) | Claim::Missing => {
+                tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
+                return Ok(None);
+            }
+            Claim::Busy => {
+                tracing::debug!(task_id = %spec.task_id, "task held by another worker; waiting");
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(None),
+                    () = tokio::time::sleep(poll) => {}
+                }
+            }
+        }
+    }
+}
+
 fn new_task(spec: &TaskSpec) -> NewTask<'_> {
     NewTask {
         task_id: spec.task_id,
@@ -211,6 +241,8 @@ fn task_info(spec: &TaskSpec, agent: &Agent) -> TaskInfo {
         constraints: spec.constraints.clone(),
         max_iteration: u32::try_from(agent.max_iteration).unwrap_or(1).max(1),
         created_at: Utc::now(),
+        limits: Limits::default(),
+        conversation: Vec::new(),
     }
 }
 

@@ -2,6 +2,7 @@
 //! by every task it runs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -29,4 +30,10 @@ pub struct WorkerDeps {
     pub lease_secs: f64,
     /// worker.max_message_bytes.
     pub max_message_bytes: usize,
+    /// Tool calls of one reply run at once, at most this many.
+    pub tool_concurrency: usize,
+    /// Timeout of one tool call.
+    pub tool_timeout: Duration,
+    /// Timeout of one recursion (LLM call with retries, then tools).
+    pub recursion_timeout: Duration,
 }

@@ -103,6 +103,19 @@ impl EventLog {
                 Some(*iteration),
                 json!({"step_id": step_id, "status": status}),
             ),
+            DomainEvent::ContextCompacted {
+                trace_id,
+                iteration,
+                before_tokens,
+                after_tokens,
+                folded_recursions,
+            } => self.push(
+                "context.compacted",
+                Some(*trace_id),
+                Some(*iteration),
+                json!({"before_tokens": before_tokens, "after_tokens": after_tokens,
+                       "folded_recursions": folded_recursions}),
+            ),
             DomainEvent::RecursionCompleted(record) => self.push(
                 "recursion.completed",
                 Some(record.trace_id),

@@ -12,7 +12,7 @@ use crate::core::machine::LlmCall;
 use crate::core::retry::RetryDecision;
 use crate::core::types::LlmReply;
 use crate::ports::LlmRequest;
-use crate::store::trace::{LlmCallRow, insert_llm_call};
+use crate::store::trace::LlmCallRow;
 
 /// The reply, or the error that ends the task (retries exhausted or not retryable).
 pub type LlmResult = Result<LlmReply, String>;
@@ -38,8 +38,7 @@ impl TaskRun<'_> {
                 Err(interrupt) => return Ok(Err(interrupt)),
             };
             let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.record_attempt(call, attempt, latency_ms, &result)
-                .await?;
+            self.record_attempt(call, attempt, latency_ms, &result);
             let error = match result {
                 Ok(reply) => return Ok(Ok(Ok(reply))),
                 Err(error) => error,
@@ -70,33 +69,28 @@ impl TaskRun<'_> {
         }
     }
 
-    async fn record_attempt(
-        &self,
+    /// Keeps the attempt's `llm_calls` row for the next commit.
+    fn record_attempt(
+        &mut self,
         call: &LlmCall,
         attempt: u32,
         latency_ms: u64,
         result: &Result<LlmReply, crate::ports::LlmError>,
-    ) -> anyhow::Result<()> {
+    ) {
         let (status, usage, error) = match result {
             Ok(reply) => ("200".to_owned(), reply.usage, None),
-            Err(error) => (
-                error.label.clone(),
-                Default::default(),
-                Some(error.to_string()),
-            ),
+            Err(error) => (error.label.clone(), Default::default(), Some(error.to_string())),
         };
-        let row = LlmCallRow {
-            task_id: self.machine.task().task_id,
+        self.llm_rows.push(LlmCallRow {
+            task_id: self.task_id(),
             trace_id: call.trace_id,
             iteration: call.iteration,
             attempt,
-            status: &status,
+            status,
             latency_ms,
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
-            error: error.as_deref(),
-        };
-        insert_llm_call(&self.deps.pool, &row).await?;
-        Ok(())
+            error,
+        });
     }
 }

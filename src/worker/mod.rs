@@ -36,24 +36,20 @@ use crate::tools::ToolRegistry;
 pub use delivery::{Disposition, Handled, RunningTasks, disposition};
 pub use deps::WorkerDeps;
 
-/// Seconds a task lease lasts without renewal.
-const LEASE_SECS: f64 = 30.0;
-
 /// Builds the worker's dependencies from settings: database (created and migrated), broker
 /// (topology declared), LLM client, tools and prompt.
-pub async fn connect(settings: &Settings) -> anyhow::Result<(WorkerDeps, lapin::Connection)> {
-    let template_text =
-        std::fs::read_to_string(&settings.worker.prompt_path).with_context(|| {
-            format!(
-                "reading the prompt template {}",
-                settings.worker.prompt_path.display()
-            )
-        })?;
+pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
+    let template_text = std::fs::read_to_string(&settings.worker.prompt_path).with_context(|| {
+        format!(
+            "reading the prompt template {}",
+            settings.worker.prompt_path.display()
+        )
+    })?;
     let template = PromptTemplate::new(template_text).context("invalid prompt template")?;
     let pool = crate::store::prepare(&settings.database.url, settings.pool_size()).await?;
-    let (connection, publisher) = amqp::connect_declared(settings).await?;
+    let publisher = amqp::connect_declared(settings).await?;
     let llm = OpenAiClient::new(&settings.llm.client_settings())?;
-    let deps = WorkerDeps {
+    Ok(WorkerDeps {
         pool,
         publisher,
         llm: Arc::new(llm),
@@ -62,40 +58,70 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<(WorkerDeps, lapin::
         retry: settings.llm.retry.clone(),
         names: settings.amqp.clone(),
         worker_id: Uuid::now_v7(),
-        lease_secs: LEASE_SECS,
+        lease_secs: settings.worker.lease_secs,
         max_message_bytes: settings.worker.max_message_bytes,
-    };
-    Ok((deps, connection))
+        tool_concurrency: settings.worker.tool_concurrency.max(1),
+        tool_timeout: Duration::from_millis(settings.worker.tool_timeout_ms),
+        recursion_timeout: Duration::from_millis(settings.worker.recursion_timeout_ms),
+    })
 }
 
 /// Runs the worker until `shutdown` fires, then drains: stops consuming, gives in-flight
 /// tasks `worker.shutdown_grace_secs` to finish, and requeues the rest (resumable).
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let (deps, connection) = connect(&settings).await?;
-    serve(deps, &connection, &settings, shutdown).await?;
-    let _ = connection.close(200, "worker stopped".into()).await;
+    let deps = connect(&settings).await?;
+    let broker = Arc::clone(deps.publisher.broker());
+    serve(deps, &settings, shutdown).await;
+    broker.close().await;
     Ok(())
 }
 
-/// The consume loop over an established connection.
-pub async fn serve(
-    deps: WorkerDeps,
-    connection: &lapin::Connection,
-    settings: &Settings,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+/// The consume loop. A lost channel or connection is reopened with backoff while in-flight
+/// tasks go on; their deliveries come back and are settled by rule (see `delivery`).
+pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: CancellationToken) {
     let running = RunningTasks::default();
-    let control =
-        control::spawn(connection, &settings.amqp.control_exchange, running.clone()).await?;
-    let channel = connection
-        .create_channel()
-        .await
-        .context("opening the consumer channel")?;
+    let broker = Arc::clone(deps.publisher.broker());
+    let control = control::spawn(
+        Arc::clone(&broker),
+        settings.amqp.control_exchange.clone(),
+        running.clone(),
+        shutdown.clone(),
+    );
+    let tracker = TaskTracker::new();
+    let deps = Arc::new(deps);
+    tracing::info!(worker_id = %deps.worker_id, queue = %settings.amqp.tasks_queue,
+        concurrency = settings.worker.concurrency, "worker started");
+    while let Some(channel) = broker.channel_with_retry(&shutdown).await {
+        match consume(&deps, &running, &tracker, &channel, settings, &shutdown).await {
+            Ok(()) => break,
+            Err(err) => tracing::warn!(error = %format!("{err:#}"), "task consumer lost; reconnecting"),
+        }
+    }
+    tracing::info!("shutting down: no new tasks, draining in-flight ones");
+    tracker.close();
+    let grace = Duration::from_secs(settings.worker.shutdown_grace_secs);
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        tracing::warn!("grace period over: releasing unfinished tasks for another worker");
+        running.release_all();
+        tracker.wait().await;
+    }
+    let _ = control.await;
+}
+
+/// Consumes on `channel` until shutdown (`Ok`) or until the channel fails (`Err`).
+async fn consume(
+    deps: &Arc<WorkerDeps>,
+    running: &RunningTasks,
+    tracker: &TaskTracker,
+    channel: &lapin::Channel,
+    settings: &Settings,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
     channel
         .basic_qos(settings.worker.concurrency, BasicQosOptions::default())
         .await
         .context("setting the prefetch count")?;
-    let tag = format!("agentd-{}", deps.worker_id);
+    let tag = format!("agentd-{}", Uuid::now_v7());
     let mut consumer = channel
         .basic_consume(
             settings.amqp.tasks_queue.as_str().into(),
@@ -105,88 +131,65 @@ pub async fn serve(
         )
         .await
         .context("consuming the tasks queue")?;
-    tracing::info!(worker_id = %deps.worker_id, queue = %settings.amqp.tasks_queue,
-        concurrency = settings.worker.concurrency, "worker consuming");
-    let tracker = TaskTracker::new();
-    let deps = Arc::new(deps);
     loop {
         let delivery = tokio::select! {
-            () = shutdown.cancelled() => break,
+            () = shutdown.cancelled() => {
+                let _ = channel.basic_cancel(tag.as_str().into(), BasicCancelOptions::default()).await;
+                return Ok(());
+            }
             delivery = consumer.next() => delivery,
         };
         match delivery {
             Some(Ok(delivery)) => {
-                let (deps, running) = (Arc::clone(&deps), running.clone());
-                tracker.spawn(async move { process(&deps, &running, delivery).await });
+                let (deps, running) = (Arc::clone(deps), running.clone());
+                let shutdown = shutdown.clone();
+                tracker.spawn(async move { process(&deps, &running, delivery, &shutdown).await });
             }
-            Some(Err(err)) => {
-                tracing::error!(error = %err, "consumer error");
-                anyhow::bail!("the task consumer failed: {err}");
-            }
+            Some(Err(err)) => anyhow::bail!("the task consumer failed: {err}"),
             None => anyhow::bail!("the task consumer was cancelled by the broker"),
         }
     }
-    tracing::info!("shutting down: no new tasks, draining in-flight ones");
-    let _ = channel
-        .basic_cancel(tag.as_str().into(), BasicCancelOptions::default())
-        .await;
-    tracker.close();
-    let grace = Duration::from_secs(settings.worker.shutdown_grace_secs);
-    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
-        tracing::warn!("grace period over: releasing unfinished tasks for another worker");
-        running.release_all();
-        tracker.wait().await;
-    }
-    control.cancel();
-    Ok(())
 }
 
 /// Handles one delivery and settles it with the broker.
-async fn process(deps: &WorkerDeps, running: &RunningTasks, delivery: Delivery) {
+async fn process(
+    deps: &WorkerDeps,
+    running: &RunningTasks,
+    delivery: Delivery,
+    shutdown: &CancellationToken,
+) {
     let content_type = delivery
         .properties
         .content_type()
         .as_ref()
         .map(|kind| kind.as_str().to_owned());
-    let handled = delivery::handle(deps, running, &delivery.data, content_type.as_deref()).await;
+    let handled =
+        delivery::handle(deps, running, &delivery.data, content_type.as_deref(), shutdown).await;
+    let requeue = BasicNackOptions {
+        requeue: true,
+        ..BasicNackOptions::default()
+    };
     let settled = match disposition(&handled) {
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
-        Disposition::Requeue => {
-            delivery
-                .acker
-                .nack(BasicNackOptions {
-                    requeue: true,
-                    ..BasicNackOptions::default()
-                })
-                .await
-        }
+        Disposition::Requeue => delivery.acker.nack(requeue).await,
         Disposition::DeadLetter(reason) => {
             let names = &deps.names;
-            match deps
+            let dead = deps
                 .publisher
-                .dead_letter(
-                    &names.dead_letter_queue,
-                    &delivery.data,
-                    &delivery.properties,
-                    &reason,
-                )
-                .await
-            {
+                .dead_letter(&names.dead_letter_queue, &delivery.data, &delivery.properties, &reason)
+                .await;
+            match dead {
                 Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
                 Err(err) => {
                     tracing::error!(error = %format!("{err:#}"), "dead-lettering failed; requeueing");
-                    delivery
-                        .acker
-                        .nack(BasicNackOptions {
-                            requeue: true,
-                            ..BasicNackOptions::default()
-                        })
-                        .await
+                    delivery.acker.nack(requeue).await
                 }
             }
         }
     };
     if let Err(err) = settled {
+        // The channel is gone: the broker redelivers the message, and its next handler
+        // settles it by the same rule (a finished task is acknowledged unrun).
         tracing::warn!(error = %err, "could not settle the delivery with the broker");
     }
 }

@@ -1,18 +1,20 @@
 //! Drives one claimed task through the core machine: asks the machine what to do next,
 //! does it through the ports, feeds the result back, and commits each step (trace rows,
-//! checkpoint and events in one transaction) before publishing its events.
+//! LLM attempts, checkpoint and events in one transaction) before publishing its events.
+//! A database outage pauses the task (the commit is retried) instead of failing it.
 
 use chrono::Utc;
 use serde_json::Value;
+use tokio::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
 
 use super::deps::WorkerDeps;
 use super::events::EventLog;
 use super::interrupt::{Interrupt, Stops};
-use crate::core::machine::{DomainEvent, Machine, Next, Outcome};
+use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord};
 use crate::core::types::ToolSpec;
-use crate::store;
+use crate::store::{self, trace::LlmCallRow};
 
 /// How a run stopped.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +35,10 @@ pub struct TaskRun<'a> {
     pub(super) tool_specs: Vec<ToolSpec>,
     pub(super) stream: bool,
     pub(super) stops: Stops,
+    /// LLM attempts not committed yet (written with the next step).
+    pub(super) llm_rows: Vec<LlmCallRow>,
+    /// Finished recursions not committed yet.
+    records: Vec<RecursionRecord>,
     /// The machine as it was before the open recursion began: what a resume restarts from.
     checkpoint: Option<Value>,
 }
@@ -58,17 +64,20 @@ impl<'a> TaskRun<'a> {
             tool_specs,
             stream,
             stops,
+            llm_rows: Vec::new(),
+            records: Vec::new(),
             checkpoint: None,
         }
     }
 
-    fn task_id(&self) -> Uuid {
+    pub(super) fn task_id(&self) -> Uuid {
         self.machine.task().task_id
     }
 
     /// Runs recursions until the task reaches an outcome or is interrupted.
     pub async fn drive(&mut self) -> anyhow::Result<RunEnd> {
         let mut next = Next::Continue;
+        let mut deadline = Instant::now() + self.deps.recursion_timeout;
         loop {
             if let Some(interrupt) = self.stops.current() {
                 return self.interrupted(interrupt).await;
@@ -76,6 +85,7 @@ impl<'a> TaskRun<'a> {
             next = match next {
                 Next::Continue => {
                     self.checkpoint = Some(serde_json::to_value(&self.machine)?);
+                    deadline = Instant::now() + self.deps.recursion_timeout;
                     let trace_id = Uuid::now_v7();
                     self.machine
                         .begin_recursion(trace_id, Utc::now(), &self.deps.template)
@@ -87,100 +97,117 @@ impl<'a> TaskRun<'a> {
                         trace_id = %call.trace_id,
                         iteration = call.iteration
                     );
-                    match self.call_llm(&call).instrument(span).await? {
-                        Ok(Ok(reply)) => self.machine.on_llm_reply(&reply, Utc::now()),
-                        Ok(Err(error)) => self.machine.on_llm_failure(&error, Utc::now()),
-                        Err(interrupt) => return self.interrupted(interrupt).await,
+                    let call_llm = self.call_llm(&call).instrument(span);
+                    match tokio::time::timeout_at(deadline, call_llm).await {
+                        Err(_) => self.recursion_timed_out("waiting for the LLM"),
+                        Ok(result) => match result? {
+                            Ok(Ok(reply)) => self.machine.on_llm_reply(&reply, Utc::now()),
+                            Ok(Err(error)) => self.machine.on_llm_failure(&error, Utc::now()),
+                            Err(interrupt) => return self.interrupted(interrupt).await,
+                        },
                     }
                 }
-                Next::RunTools(calls) => {
-                    self.commit_step().await?;
-                    match self.run_tools(&calls).await? {
-                        Ok(results) => self.machine.on_tool_results(results, Utc::now()),
-                        Err(interrupt) => return self.interrupted(interrupt).await,
-                    }
-                }
+                Next::RunTools(calls) => match self.run_tools(&calls, deadline).await? {
+                    Ok(results) => self.machine.on_tool_results(results, Utc::now()),
+                    Err(interrupt) => return self.interrupted(interrupt).await,
+                },
                 Next::Finished(outcome) => {
-                    self.finish(&outcome).await?;
+                    self.commit(Some(&outcome)).await?;
                     return Ok(RunEnd::Finished(outcome));
                 }
             };
         }
     }
 
+    fn recursion_timed_out(&mut self, phase: &str) -> Next {
+        let limit = self.deps.recursion_timeout.as_millis();
+        tracing::warn!(phase, limit_ms = limit as u64, "recursion timed out");
+        let error = format!("the recursion timed out after {limit} ms while {phase}");
+        self.machine.on_recursion_error(&error, Utc::now())
+    }
+
     async fn interrupted(&mut self, interrupt: Interrupt) -> anyhow::Result<RunEnd> {
         match interrupt {
             Interrupt::Cancelled => {
                 let outcome = self.machine.cancel();
-                self.finish(&outcome).await?;
+                self.commit(Some(&outcome)).await?;
                 Ok(RunEnd::Finished(outcome))
             }
             Interrupt::Released => Ok(RunEnd::Released),
         }
     }
 
-    /// Commits what the machine produced since the last commit: finished recursions, the
-    /// checkpoint, the plan and the events; then publishes the events.
+    /// Commits what was produced since the last commit and publishes its events.
     pub(super) async fn commit_step(&mut self) -> anyhow::Result<()> {
-        let records = self.drain_machine_events();
-        let mut tx = self.deps.pool.begin().await?;
-        for record in &records {
-            store::trace::insert_recursion(&mut tx, self.task_id(), record).await?;
+        self.commit(None).await
+    }
+
+    /// Commits, in one transaction, the finished recursions, the LLM attempts, the
+    /// checkpoint and plan, the events, and with `outcome` the task's end; then publishes
+    /// the events. While the database is unreachable the commit is retried with backoff
+    /// (the task pauses), until it works or the task is released.
+    async fn commit(&mut self, outcome: Option<&Outcome>) -> anyhow::Result<()> {
+        for event in self.machine.take_events() {
+            self.log.push_domain(&event);
+            if let DomainEvent::RecursionCompleted(record) = event {
+                self.records.push(record);
+            }
         }
-        if let Some(checkpoint) = self.checkpoint.take() {
-            let plan = serde_json::to_value(self.machine.plan())?;
-            store::tasks::update_progress(
-                &mut tx,
-                self.task_id(),
-                self.machine.iteration(),
-                &plan,
-                &checkpoint,
-            )
-            .await?;
+        if let Some(outcome) = outcome {
+            self.log.push_outcome(outcome);
         }
-        self.log.store(&mut tx).await?;
-        tx.commit().await?;
+        let mut delays = store::transient::delays();
+        loop {
+            match self.try_commit(outcome).await {
+                Ok(()) => break,
+                Err(err) if store::transient::is_transient(&err) => {
+                    let delay = delays.next().unwrap_or_default();
+                    tracing::warn!(error = %format!("{err:#}"), retry_in_ms = delay.as_millis() as u64,
+                        "database unavailable; the task waits");
+                    if self.stops.release.is_cancelled() {
+                        return Err(err);
+                    }
+                    tokio::select! {
+                        () = self.stops.release.cancelled() => return Err(err),
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        self.records.clear();
+        self.llm_rows.clear();
+        self.checkpoint = None;
         self.log
             .publish(&self.deps.publisher, &self.deps.names.events_exchange)
             .await;
         Ok(())
     }
 
-    fn drain_machine_events(&mut self) -> Vec<crate::core::machine::RecursionRecord> {
-        let mut records = Vec::new();
-        for event in self.machine.take_events() {
-            self.log.push_domain(&event);
-            if let DomainEvent::RecursionCompleted(record) = event {
-                records.push(record);
-            }
-        }
-        records
-    }
-
-    /// Commits the outcome: the last recursion, the terminal row and the terminal event.
-    async fn finish(&mut self, outcome: &Outcome) -> anyhow::Result<()> {
-        let records = self.drain_machine_events();
-        self.log.push_outcome(outcome);
-        let plan = serde_json::to_value(self.machine.plan())?;
+    async fn try_commit(&self, outcome: Option<&Outcome>) -> anyhow::Result<()> {
+        let task_id = self.task_id();
         let mut tx = self.deps.pool.begin().await?;
-        for record in &records {
-            store::trace::insert_recursion(&mut tx, self.task_id(), record).await?;
+        for record in &self.records {
+            store::trace::insert_recursion(&mut tx, task_id, record).await?;
         }
-        let end = terminal_fields(outcome);
-        store::tasks::update_progress(
-            &mut tx,
-            self.task_id(),
-            self.machine.iteration(),
-            &plan,
-            &Value::Null,
-        )
-        .await?;
-        store::tasks::finish(&mut tx, self.task_id(), end).await?;
+        for row in &self.llm_rows {
+            store::trace::insert_llm_call(&mut tx, row).await?;
+        }
+        let checkpoint = match outcome {
+            Some(_) => Some(Value::Null),
+            None => self.checkpoint.clone(),
+        };
+        if let Some(checkpoint) = checkpoint {
+            let plan = serde_json::to_value(self.machine.plan())?;
+            let iterations = self.machine.iteration();
+            store::tasks::update_progress(&mut tx, task_id, iterations, &plan, &checkpoint)
+                .await?;
+        }
+        if let Some(outcome) = outcome {
+            store::tasks::finish(&mut tx, task_id, terminal_fields(outcome)).await?;
+        }
         self.log.store(&mut tx).await?;
         tx.commit().await?;
-        self.log
-            .publish(&self.deps.publisher, &self.deps.names.events_exchange)
-            .await;
         Ok(())
     }
 }

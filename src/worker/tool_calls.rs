@@ -1,21 +1,27 @@
-//! Runs the native tool calls of a CALL_TOOL recursion through the tool registry: all of them
-//! concurrently, each announced by `tool.started` and closed by `tool.completed`, results
-//! returned in call order. A failing tool is a result, never an error of the task.
+//! Runs the native tool calls of a CALL_TOOL recursion through the tool registry: up to
+//! `worker.tool_concurrency` at once, each bounded by its timeout (and by what is left of the
+//! recursion's), announced by `tool.started` and closed by `tool.completed`, results returned
+//! in call order. A failing or hung tool is a result, never an error of the task.
+
+use std::time::Duration;
 
 use futures::future::join_all;
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 use super::interrupt::Interrupt;
 use super::task_run::TaskRun;
 use crate::core::types::{ToolCallRequest, ToolCallResult};
 
 impl TaskRun<'_> {
-    /// Runs `calls`, committing their start and end events.
+    /// Runs `calls` before `deadline`, committing their start and end events.
     pub(super) async fn run_tools(
         &mut self,
         calls: &[ToolCallRequest],
+        deadline: Instant,
     ) -> anyhow::Result<Result<Vec<ToolCallResult>, Interrupt>> {
-        let (trace_id, iteration) = self.open_recursion();
+        let (trace_id, iteration) = (self.machine.current_trace_id(), Some(self.machine.iteration()));
         for call in calls {
             let arguments = serde_json::from_str::<Value>(&call.arguments)
                 .unwrap_or_else(|_| Value::String(call.arguments.clone()));
@@ -27,37 +33,63 @@ impl TaskRun<'_> {
             );
         }
         self.commit_step().await?;
-        let registry = &self.deps.tools;
-        let granted = self.granted.as_deref();
-        let runs = join_all(calls.iter().map(|call| registry.call(granted, call)));
+        let timeout = self
+            .deps
+            .tool_timeout
+            .min(deadline.saturating_duration_since(Instant::now()));
+        let slots = Semaphore::new(self.deps.tool_concurrency);
+        let runs = join_all(calls.iter().map(|call| self.run_tool(call, timeout, &slots)));
         let results = match self.stops.guard(runs).await {
             Ok(results) => results,
             Err(interrupt) => return Ok(Err(interrupt)),
         };
         for result in &results {
-            let mut data = json!({
-                "tool_call_id": result.tool_call_id,
-                "name": result.name,
-                "success": result.success,
-                "duration_ms": result.duration_ms,
-            });
-            if let Some(map) = data.as_object_mut() {
-                match (&result.result, &result.error) {
-                    (_, Some(error)) => map.insert("error".into(), json!(error)),
-                    (value, None) => map.insert("result".into(), json!(value)),
-                };
-            }
-            self.log.push("tool.completed", trace_id, iteration, data);
+            self.log.push("tool.completed", trace_id, iteration, completed_data(result));
         }
         self.commit_step().await?;
         Ok(Ok(results))
     }
 
-    /// The trace_id and iteration of the recursion in progress.
-    fn open_recursion(&self) -> (Option<uuid::Uuid>, Option<u32>) {
-        (
-            self.machine.current_trace_id(),
-            Some(self.machine.iteration()),
-        )
+    /// One call through the registry once a slot is free, cut at `timeout`.
+    async fn run_tool(
+        &self,
+        call: &ToolCallRequest,
+        timeout: Duration,
+        slots: &Semaphore,
+    ) -> ToolCallResult {
+        let _slot = slots.acquire().await;
+        let started = std::time::Instant::now();
+        let run = self.deps.tools.call(self.granted.as_deref(), call);
+        match tokio::time::timeout(timeout, run).await {
+            Ok(result) => result,
+            Err(_) => ToolCallResult {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: serde_json::from_str(&call.arguments)
+                    .unwrap_or_else(|_| Value::String(call.arguments.clone())),
+                success: false,
+                result: None,
+                error: Some(format!("tool call timed out after {} ms", timeout.as_millis())),
+                memo: None,
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            },
+        }
     }
+}
+
+/// The data of a `tool.completed` event.
+fn completed_data(result: &ToolCallResult) -> Value {
+    let mut data = json!({
+        "tool_call_id": result.tool_call_id,
+        "name": result.name,
+        "success": result.success,
+        "duration_ms": result.duration_ms,
+    });
+    if let Some(map) = data.as_object_mut() {
+        match (&result.result, &result.error) {
+            (_, Some(error)) => map.insert("error".into(), json!(error)),
+            (value, None) => map.insert("result".into(), json!(value)),
+        };
+    }
+    data
 }

@@ -22,7 +22,7 @@ pub struct TestEnv {
     pub pool: PgPool,
     pub fake: FakeLlm,
     pub publisher: agentd::amqp::Publisher,
-    connection: lapin::Connection,
+    broker: std::sync::Arc<agentd::amqp::Broker>,
     events: lapin::Consumer,
     shutdown: CancellationToken,
     worker: Option<JoinHandle<anyhow::Result<()>>>,
@@ -60,11 +60,12 @@ impl TestEnv {
         let pool = store::prepare(&settings.database.url, 4)
             .await
             .expect("database");
-        let (connection, publisher) = agentd::amqp::connect_declared(&settings)
+        let publisher = agentd::amqp::connect_declared(&settings)
             .await
             .expect("broker");
+        let broker = std::sync::Arc::clone(publisher.broker());
         let events =
-            agentd::amqp::subscriber::subscribe(&connection, &settings.amqp.events_exchange)
+            agentd::amqp::subscriber::subscribe(&broker, &settings.amqp.events_exchange)
                 .await
                 .expect("subscribe");
         let shutdown = CancellationToken::new();
@@ -74,7 +75,7 @@ impl TestEnv {
             pool,
             fake,
             publisher,
-            connection,
+            broker,
             events,
             shutdown,
             worker: Some(worker),
@@ -186,7 +187,7 @@ impl TestEnv {
 
     /// Reads one message from the dead-letter queue, if any, with its reason header.
     pub async fn dead_letter(&self) -> Option<(Vec<u8>, Option<String>)> {
-        let channel = self.connection.create_channel().await.expect("channel");
+        let channel = self.broker.channel().await.expect("channel");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             let got = channel
@@ -226,7 +227,7 @@ impl TestEnv {
                 .expect("worker task");
             result.expect("worker ended without error");
         }
-        let channel = self.connection.create_channel().await.expect("channel");
+        let channel = self.broker.channel().await.expect("channel");
         let names = &self.settings.amqp;
         for queue in [&names.tasks_queue, &names.dead_letter_queue] {
             let _ = channel
@@ -244,7 +245,7 @@ impl TestEnv {
                 )
                 .await;
         }
-        let _ = self.connection.close(200, "test done".into()).await;
+        self.broker.close().await;
         self.pool.close().await;
         let _ = sqlx::query(&format!(
             "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
