@@ -2,6 +2,8 @@
 //! (`worker/`) talks to the outside only through these and through the store and broker
 //! adapters, so the recursion loop can be driven against any provider or tool source.
 
+use std::fmt;
+
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -9,7 +11,7 @@ use crate::core::retry::ErrorClass;
 use crate::core::types::{ChatMessage, LlmReply, ToolSpec};
 
 /// One Chat Completions request, provider-neutral.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct LlmRequest<'a> {
     /// The agent's model.
     pub model: &'a str,
@@ -17,8 +19,25 @@ pub struct LlmRequest<'a> {
     pub messages: &'a [ChatMessage],
     /// The tools this agent may call, offered as native tools.
     pub tools: &'a [ToolSpec],
-    /// Ask the provider for an SSE stream.
+    /// Ask the provider for an SSE stream. The returned [`LlmReply`] is the same either way.
     pub stream: bool,
+    /// Called with each piece of `content` as it arrives, in order, when `stream` is on
+    /// (never for a non-streamed call). The pieces concatenate to the reply's content. It
+    /// runs on the client's task: keep it quick (buffer, do not block). A failed attempt
+    /// may already have delivered pieces; a retry delivers its own from the start.
+    pub on_delta: Option<&'a (dyn Fn(&str) + Send + Sync)>,
+}
+
+impl fmt::Debug for LlmRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmRequest")
+            .field("model", &self.model)
+            .field("messages", &self.messages)
+            .field("tools", &self.tools)
+            .field("stream", &self.stream)
+            .field("on_delta", &self.on_delta.map(|_| "Fn(&str)"))
+            .finish()
+    }
 }
 
 /// A failed LLM attempt, classified for the retry policy. Never carries the API key.

@@ -1,6 +1,7 @@
 //! Tests of the scripted fake LLM itself, over real HTTP with reqwest: scripted order,
 //! routing by marker, error statuses with Retry-After, delays, recording, the state
-//! snapshot extraction, exhausted and missing scripts, and concurrent requests.
+//! snapshot extraction, exhausted and missing scripts, concurrent requests, and the SSE
+//! answers to stream requests.
 
 #[allow(dead_code)]
 mod support;
@@ -231,4 +232,94 @@ async fn serves_concurrent_requests() {
         assert_eq!(reply, &format!("reply {i}"));
     }
     assert_eq!(llm.requests().len(), 8);
+}
+
+/// Posts `input` with `"stream": true`; returns status, content type and the raw body.
+async fn post_streamed(llm: &FakeLlm, input: &str) -> (u16, String, String) {
+    let body = json!({"model": "m", "stream": true,
+        "messages": [{"role": "user", "content": input}]});
+    let response = reqwest::Client::new()
+        .post(format!("{}/chat/completions", llm.base_url()))
+        .json(&body)
+        .send()
+        .await
+        .expect("request reaches the fake");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (
+        status,
+        content_type,
+        response.text().await.unwrap_or_default(),
+    )
+}
+
+/// The JSON payloads of an SSE body's `data:` lines, `[DONE]` as a string.
+fn payloads(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap_or_else(|_| json!(data)))
+        .collect()
+}
+
+#[tokio::test]
+async fn stream_requests_get_the_same_script_as_sse() {
+    let llm = FakeLlm::start().await;
+    let calls = vec![("calculate", json!({"expression": "1+1"}))];
+    llm.script(
+        "sse",
+        vec![
+            FakeReply::content("hello world"),
+            call_tool_reply(calls),
+            FakeReply::status(503, "busy"),
+            FakeReply::content("partial").with_stream_error("boom"),
+            FakeReply::content("cut").with_stream_cut(),
+        ],
+    );
+    let (status, content_type, body) = post_streamed(&llm, "sse").await;
+    assert_eq!((status, content_type.as_str()), (200, "text/event-stream"));
+    let events = payloads(&body);
+    let pieces: Vec<&str> = events
+        .iter()
+        .filter_map(|e| {
+            e.pointer("/choices/0/delta/content")
+                .and_then(Value::as_str)
+        })
+        .collect();
+    assert_eq!(pieces, ["", "hello w", "orld"]);
+    assert_eq!(events[events.len() - 2]["usage"]["prompt_tokens"], 11);
+    assert_eq!(events.last(), Some(&json!("[DONE]")));
+
+    let (_, _, body) = post_streamed(&llm, "sse").await;
+    let events = payloads(&body);
+    let fragments: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e.pointer("/choices/0/delta/tool_calls/0"))
+        .collect();
+    assert_eq!(fragments[0]["id"], "call_1");
+    assert_eq!(fragments[0]["function"]["name"], "calculate");
+    let arguments: String = fragments
+        .iter()
+        .filter_map(|f| f.pointer("/function/arguments").and_then(Value::as_str))
+        .collect();
+    assert_eq!(arguments, r#"{"expression":"1+1"}"#);
+    assert!(fragments.len() > 3);
+
+    let (status, content_type, body) = post_streamed(&llm, "sse").await;
+    assert_eq!(status, 503);
+    assert!(content_type.starts_with("application/json"));
+    assert!(body.contains("busy"));
+    let (_, _, body) = post_streamed(&llm, "sse").await;
+    let events = payloads(&body);
+    assert_eq!(
+        events.last().map(|e| &e["error"]["message"]),
+        Some(&json!("boom"))
+    );
+    let (_, _, body) = post_streamed(&llm, "sse").await;
+    assert!(!body.contains("[DONE]") && !body.contains("usage"));
+    assert!(llm.requests().iter().all(|r| r.streamed()));
 }

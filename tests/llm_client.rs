@@ -1,10 +1,13 @@
 //! [`OpenAiClient`] against the scripted fake LLM over real HTTP: request shape and bearer
 //! header, plain and tool-call replies, lenient decoding, and the classification of HTTP
 //! statuses, undecodable bodies, connect errors and timeouts. The API key must never show
-//! up in an error or a `Debug` print.
+//! up in an error or a `Debug` print. Streaming (SSE) is tested in `llm_client/streaming.rs`.
 
 #[allow(dead_code)]
 mod support;
+
+#[path = "llm_client/streaming.rs"]
+mod streaming;
 
 use std::time::{Duration, Instant};
 
@@ -48,6 +51,7 @@ async fn chat(
         messages: &messages,
         tools,
         stream: false,
+        on_delta: None,
     };
     client.chat(request).await
 }
@@ -95,7 +99,7 @@ async fn plain_content_and_request_shape() {
 }
 
 #[tokio::test]
-async fn tools_are_offered_and_stream_is_off_for_now() {
+async fn tools_are_offered_as_functions() {
     let llm = FakeLlm::start().await;
     llm.script("offer", vec![FakeReply::content("{}")]);
     let tools = [ToolSpec {
@@ -108,7 +112,8 @@ async fn tools_are_offered_and_stream_is_off_for_now() {
         model: "m",
         messages: &messages,
         tools: &tools,
-        stream: true,
+        stream: false,
+        on_delta: None,
     };
     client(&llm).chat(request).await.expect("reply");
     let body = &llm.requests_for("offer")[0].body;
@@ -119,6 +124,7 @@ async fn tools_are_offered_and_stream_is_off_for_now() {
         tools[0].parameters
     );
     assert_eq!(body["stream"], false);
+    assert!(body.get("stream_options").is_none());
 }
 
 #[tokio::test]

@@ -5,7 +5,12 @@
 //! enforces `max_iteration`, owns the plan, step statuses and short-term memory, builds the
 //! state snapshot and the message layout, and queues [`DomainEvent`]s for the driver.
 //!
-//! It is `Serialize + Deserialize` so the driver can checkpoint it and resume a task.
+//! Every request is fitted into the task's context budget (`machine/fit.rs`): the oldest
+//! assistant messages are folded into `context.compacted_history` and, if needed, the
+//! snapshot is rendered shorter (`ContextCompacted`).
+//!
+//! It is `Serialize + Deserialize` so the driver can checkpoint it and resume a task;
+//! fields added later are `#[serde(default)]` so older checkpoints still load.
 //! Queued events are not part of a checkpoint: drain them with [`Machine::take_events`]
 //! after every step.
 
@@ -15,6 +20,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::core::action::parse_reply;
+use crate::core::compact::FoldedRecursion;
 use crate::core::prompt::PromptTemplate;
 use crate::core::record::Closed;
 use crate::core::state::{
@@ -22,7 +28,10 @@ use crate::core::state::{
 };
 use crate::core::types::{LlmReply, ToolCallRequest, ToolCallResult};
 
-pub use crate::core::outcome::{DomainEvent, FailReason, LlmCall, Next, Outcome, TaskInfo};
+pub use crate::core::limits::Limits;
+pub use crate::core::outcome::{
+    ConversationTurn, DomainEvent, FailReason, LlmCall, Next, Outcome, TaskInfo,
+};
 pub use crate::core::record::RecursionRecord;
 
 /// The state of one task's recursion loop.
@@ -33,8 +42,11 @@ pub struct Machine {
     iteration: u32,
     plan: Vec<PlanStep>,
     memory: Vec<MemoryEntry>,
-    /// One compact assistant message per finished recursion.
+    /// One compact assistant message per finished recursion not folded yet.
     history: Vec<String>,
+    /// The recursions folded out of `history` to fit the context budget, oldest first.
+    #[serde(default)]
+    compacted: Vec<FoldedRecursion>,
     last_recursion: Option<LastRecursion>,
     open: Option<OpenRecursion>,
     /// The latest REFLECT summary: the partial result if the task fails.
@@ -76,6 +88,7 @@ impl Machine {
             plan: Vec::new(),
             memory: Vec::new(),
             history: Vec::new(),
+            compacted: Vec::new(),
             last_recursion: None,
             open: None,
             last_reflect: None,
@@ -133,7 +146,7 @@ impl Machine {
     ///
     /// [`ReplyError`]: crate::core::action::ReplyError
     pub fn on_llm_reply(&mut self, reply: &LlmReply, now: DateTime<Utc>) -> Next {
-        let open = match self.take_open(false, "on_llm_reply", now) {
+        let open = match self.take_open(Some(false), "on_llm_reply", now) {
             Ok(open) => open,
             Err(next) => return next,
         };
@@ -151,7 +164,7 @@ impl Machine {
     /// successful calls go to short-term memory; the recursion is `done` if every call
     /// succeeded, else `error` with an error_log naming each failed call.
     pub fn on_tool_results(&mut self, results: Vec<ToolCallResult>, now: DateTime<Utc>) -> Next {
-        let mut open = match self.take_open(true, "on_tool_results", now) {
+        let mut open = match self.take_open(Some(true), "on_tool_results", now) {
             Ok(open) => open,
             Err(next) => return next,
         };
@@ -190,10 +203,35 @@ impl Machine {
         Next::Continue
     }
 
+    /// A non-fatal failure of the open recursion (the driver's per-recursion timeout, a
+    /// tool batch that timed out...): the recursion ends `error` with `error_log` (the model
+    /// sees it next time; a pending CALL_TOOL keeps its observe, thought and abstract) and
+    /// the loop goes on: `Continue`. Accepted whether the recursion waits for its reply or
+    /// for tool results.
+    pub fn on_recursion_error(&mut self, error_log: &str, now: DateTime<Utc>) -> Next {
+        let mut open = match self.take_open(None, "on_recursion_error", now) {
+            Ok(open) => open,
+            Err(next) => return next,
+        };
+        let mut closed = Closed::failed(error_log.to_owned(), Value::Null);
+        if let Some(pending) = open.tools.take() {
+            closed.observe = pending.observe;
+            closed.thought = pending.thought;
+            closed.abstract_ = pending.abstract_;
+            closed.output = pending.raw;
+            closed.action = Some(ActionView {
+                action_type: "CALL_TOOL".into(),
+                output: Value::Object(Default::default()),
+            });
+        }
+        self.close(open, closed, now);
+        Next::Continue
+    }
+
     /// A fatal LLM failure (retries exhausted or not retryable): the current recursion ends
     /// `error` with `error` as its error_log and the task fails with `LlmError`.
     pub fn on_llm_failure(&mut self, error: &str, now: DateTime<Utc>) -> Next {
-        let open = match self.take_open(false, "on_llm_failure", now) {
+        let open = match self.take_open(Some(false), "on_llm_failure", now) {
             Ok(open) => open,
             Err(next) => return next,
         };
@@ -225,7 +263,8 @@ impl Machine {
     /// What to do after restoring a checkpoint: the outcome if the task finished; the LLM
     /// call of the open recursion again (same trace_id, snapshot rendered anew) if it was
     /// waiting for a reply; its tool calls if it was waiting for tool results; `Continue`
-    /// (call `begin_recursion`) between recursions. Queues no events.
+    /// (call `begin_recursion`) between recursions. Queues no events, except
+    /// `ContextCompacted` when the re-rendered request had to be compacted.
     pub fn resume(&mut self, now: DateTime<Utc>, template: &PromptTemplate) -> Next {
         if let Some(outcome) = &self.outcome {
             return Next::Finished(outcome.clone());
@@ -273,9 +312,14 @@ impl Machine {
         &self.memory
     }
 
-    /// The assistant history messages, one per finished recursion.
+    /// The assistant history messages, one per finished recursion not folded yet.
     pub fn history(&self) -> &[String] {
         &self.history
+    }
+
+    /// The recursions folded out of the history to fit the context budget, oldest first.
+    pub fn compacted_history(&self) -> &[FoldedRecursion] {
+        &self.compacted
     }
 
     /// The outcome, once the task has finished.
@@ -286,6 +330,9 @@ impl Machine {
 
 /// Per-recursion bookkeeping shared by the public steps.
 mod steps;
+
+/// The state snapshot and fitting requests into the context budget.
+mod fit;
 
 #[cfg(test)]
 mod tests;

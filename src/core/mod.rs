@@ -3,8 +3,10 @@
 //! steps it asks for.
 
 pub mod action;
+pub mod compact;
 mod extract;
 mod fields;
+pub mod limits;
 pub mod machine;
 pub mod outcome;
 mod plan;

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::core::limits::Limits;
 use crate::core::record::RecursionRecord;
 use crate::core::state::{PlanStep, StepStatus};
 use crate::core::types::{ChatMessage, ToolCallRequest};
@@ -22,6 +23,25 @@ pub struct TaskInfo {
     /// At most this many recursions run.
     pub max_iteration: u32,
     pub created_at: DateTime<Utc>,
+    /// Request size limits; the defaults when absent (checkpoints written before them).
+    #[serde(default)]
+    pub limits: Limits,
+    /// The earlier turns of the task's conversation, oldest first, shown compactly as
+    /// `context.conversation` (message `[0]` stays this turn's own input).
+    #[serde(default)]
+    pub conversation: Vec<ConversationTurn>,
+}
+
+/// An earlier task of the same conversation, as loaded by the driver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationTurn {
+    pub task_id: Uuid,
+    /// The user's input of that turn.
+    pub input: String,
+    /// Its answer, when it completed.
+    pub answer: Option<String>,
+    /// Its `tasks.status` (`completed`, `failed`, ...).
+    pub status: String,
 }
 
 /// One LLM call to make: the messages in the seed layout.
@@ -118,6 +138,17 @@ pub enum DomainEvent {
     },
     /// A recursion ended (`recursion.completed`, and its `recursions` row).
     RecursionCompleted(RecursionRecord),
+    /// The request of recursion `iteration` was over `context_budget_tokens` and was
+    /// compacted (`context.compacted`): `folded_recursions` earlier recursions were folded
+    /// into `context.compacted_history` and, if that was not enough, the snapshot was
+    /// trimmed. Token counts are estimates of the whole request before and after.
+    ContextCompacted {
+        trace_id: Uuid,
+        iteration: u32,
+        before_tokens: u32,
+        after_tokens: u32,
+        folded_recursions: u32,
+    },
 }
 
 #[cfg(test)]

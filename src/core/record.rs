@@ -3,10 +3,11 @@
 //! next snapshot. All three are derived from one [`Closed`] value so they never disagree.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::core::limits::{Limits, exceeds, trim_json, trim_text};
 use crate::core::state::{ActionView, LastRecursion, RecursionStatus, ToolResultView};
 use crate::core::types::ToolCallResult;
 
@@ -25,12 +26,12 @@ pub struct RecursionRecord {
     pub thought: String,
     #[serde(rename = "abstract")]
     pub abstract_: String,
-    /// The parsed reply object, `{"raw": content}` when unparseable, null when the LLM
-    /// call itself failed.
+    /// The parsed reply object, `{"raw": content}` when unparseable (content cut at
+    /// `max_reply_chars` with a marker), null when the LLM call itself failed.
     pub output: Value,
     pub status: RecursionStatus,
     pub error_log: Option<String>,
-    /// The tool calls' results (CALL_TOOL only), in call order.
+    /// The tool calls' results (CALL_TOOL only), in call order, untrimmed.
     pub tool_call_results: Vec<ToolCallResult>,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
@@ -70,6 +71,40 @@ impl Closed {
         }
     }
 
+    /// Cuts what the model wrote (observe, thought, abstract, action output, result), the
+    /// error_log and a raw unparseable reply at `max_reply_chars`, with a visible marker.
+    /// Tool results are left whole here: they are cut where they are fed back.
+    pub(crate) fn capped(mut self, limits: &Limits) -> Self {
+        let max = limits.max_reply_chars;
+        for text in [&mut self.observe, &mut self.thought, &mut self.abstract_] {
+            if exceeds(text, max) {
+                *text = trim_text(text, max);
+            }
+        }
+        if let Some(action) = &mut self.action {
+            action.output = trim_json(&action.output, max);
+        }
+        self.result = self.result.map(|result| trim_json(&result, max));
+        self.error_log = self.error_log.map(|log| trim_text(&log, max));
+        if let Some(Value::String(raw)) = self.output.get_mut("raw")
+            && exceeds(raw, max)
+        {
+            *raw = trim_text(raw, max);
+        }
+        self
+    }
+
+    /// The tool results as fed back to the model: each cut at `max_tool_result_chars`.
+    fn tool_views(&self, limits: &Limits) -> Option<Vec<ToolResultView>> {
+        let max = limits.max_tool_result_chars;
+        self.tool_call_results.as_ref().map(|results| {
+            results
+                .iter()
+                .map(|r| ToolResultView::capped(r, max))
+                .collect()
+        })
+    }
+
     /// The result recorded under the plan step: the abstract, else a short description.
     pub(crate) fn step_result(&self) -> String {
         if !self.abstract_.trim().is_empty() {
@@ -86,11 +121,15 @@ impl Closed {
     }
 
     /// The compact assistant message for the history (`[2..]` of the messages).
-    pub(crate) fn history_message(&self, iteration: u32, trace_id: Uuid) -> String {
-        let results = self.tool_call_results.as_ref().map(|results| {
-            let views: Vec<ToolResultView> = results.iter().map(ToolResultView::from).collect();
-            serde_json::to_value(views).unwrap_or(Value::Null)
-        });
+    pub(crate) fn history_message(
+        &self,
+        iteration: u32,
+        trace_id: Uuid,
+        limits: &Limits,
+    ) -> String {
+        let results = self
+            .tool_views(limits)
+            .map(|views| serde_json::to_value(views).unwrap_or(Value::Null));
         let entry = HistoryEntry {
             iteration,
             trace_id,
@@ -106,7 +145,12 @@ impl Closed {
     }
 
     /// `last_recursion` for the next snapshot.
-    pub(crate) fn last_recursion(&self, iteration: u32, trace_id: Uuid) -> LastRecursion {
+    pub(crate) fn last_recursion(
+        &self,
+        iteration: u32,
+        trace_id: Uuid,
+        limits: &Limits,
+    ) -> LastRecursion {
         LastRecursion {
             trace_id,
             iteration,
@@ -115,10 +159,8 @@ impl Closed {
             action: self.action.clone(),
             status: self.status,
             error_log: self.error_log.clone(),
-            tool_call_results: self
-                .tool_call_results
-                .as_ref()
-                .map(|results| results.iter().map(ToolResultView::from).collect()),
+            tool_call_results: self.tool_views(limits),
+            tool_call_results_omitted: None,
         }
     }
 }
@@ -137,6 +179,28 @@ struct HistoryEntry<'a> {
     result: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error_log: Option<&'a str>,
+}
+
+/// The head of a history message, read back when the message is folded away.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct HistoryHead {
+    #[serde(default)]
+    pub iteration: u32,
+    #[serde(default)]
+    pub status: Option<RecursionStatus>,
+    #[serde(default)]
+    pub action_type: Option<String>,
+    #[serde(default, rename = "abstract")]
+    pub abstract_: Option<String>,
+    #[serde(default)]
+    pub error_log: Option<String>,
+}
+
+impl HistoryHead {
+    /// Reads a message written by [`Closed::history_message`]; `None` if it is not one.
+    pub(crate) fn parse(message: &str) -> Option<Self> {
+        serde_json::from_str(message).ok()
+    }
 }
 
 #[cfg(test)]
@@ -160,7 +224,7 @@ mod tests {
     #[test]
     fn error_history_message_has_only_the_error() {
         let closed = Closed::failed("reply rejected: x".into(), json!({"raw": "?"}));
-        let message = closed.history_message(2, Uuid::nil());
+        let message = closed.history_message(2, Uuid::nil(), &Limits::default());
         let value: Value = serde_json::from_str(&message).unwrap();
         assert_eq!(
             value,
@@ -187,14 +251,16 @@ mod tests {
             error_log: Some("calculate failed".into()),
             tool_call_results: Some(vec![tool_result(false)]),
         };
-        let value: Value = serde_json::from_str(&closed.history_message(1, Uuid::nil())).unwrap();
+        let limits = Limits::default();
+        let value: Value =
+            serde_json::from_str(&closed.history_message(1, Uuid::nil(), &limits)).unwrap();
         assert_eq!(value["action_type"], "CALL_TOOL");
         assert!(value.get("abstract").is_none());
         assert_eq!(value["result"][0]["error"], "division by zero");
         assert!(value["result"][0].get("duration_ms").is_none());
         assert_eq!(value["error_log"], "calculate failed");
         assert_eq!(closed.step_result(), "CALL_TOOL calculate");
-        let last = closed.last_recursion(1, Uuid::nil());
+        let last = closed.last_recursion(1, Uuid::nil(), &limits);
         assert!(!last.tool_call_results.unwrap()[0].success);
     }
 }

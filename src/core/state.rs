@@ -3,13 +3,18 @@
 //! step and memory types it is made of.
 //!
 //! The snapshot borrows the plan, memory and last recursion from the machine, so building
-//! it each recursion costs no clones.
+//! it each recursion costs no clones; only a snapshot trimmed to fit the context budget
+//! (see `core::compact`) owns trimmed copies.
+
+use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::core::limits::{trim_json, trim_text};
+use crate::core::outcome::ConversationTurn;
 use crate::core::types::ToolCallResult;
 
 /// The status of a plan step (seed 002 §5.4).
@@ -120,7 +125,7 @@ pub struct StateSnapshot<'a> {
     pub current_recursion: CurrentRecursion,
     pub context: Context<'a>,
     /// The previous finished recursion; `null` on the first recursion.
-    pub last_recursion: Option<&'a LastRecursion>,
+    pub last_recursion: Option<Cow<'a, LastRecursion>>,
 }
 
 /// `global` (seed 002 §5.2).
@@ -147,19 +152,27 @@ pub struct CurrentRecursion {
     pub status: RecursionStatus,
 }
 
-/// `context` (seed 002 §5.4).
+/// `context` (seed 002 §5.4), plus our `conversation` and `compacted_history`, both left
+/// out while empty.
 #[derive(Debug, Clone, Serialize)]
 pub struct Context<'a> {
-    pub objective: &'a str,
-    pub constraints: &'a [String],
-    pub plan: &'a [PlanStep],
+    pub objective: Cow<'a, str>,
+    pub constraints: Cow<'a, [String]>,
+    /// The latest earlier turns of the conversation, oldest first, trimmed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conversation: Vec<ConversationTurn>,
+    pub plan: Cow<'a, [PlanStep]>,
     pub memory: Memory<'a>,
+    /// One line per earlier recursion whose assistant message was folded away to fit the
+    /// context budget, oldest first: `#iteration ACTION_TYPE status: abstract`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compacted_history: Vec<String>,
 }
 
 /// `context.memory`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Memory<'a> {
-    pub short_term: &'a [MemoryEntry],
+    pub short_term: Cow<'a, [MemoryEntry]>,
     /// Reserved for long-term memory references; always empty for now.
     pub long_term_refs: &'a [Value],
 }
@@ -178,6 +191,9 @@ pub struct LastRecursion {
     /// Present only when the action was CALL_TOOL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_results: Option<Vec<ToolResultView>>,
+    /// How many further tool results were left out to fit the context budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_results_omitted: Option<usize>,
 }
 
 /// `{action_type, output}` of a recursion.
@@ -201,16 +217,24 @@ pub struct ToolResultView {
     pub error: Option<String>,
 }
 
-impl From<&ToolCallResult> for ToolResultView {
-    fn from(r: &ToolCallResult) -> Self {
+impl ToolResultView {
+    /// The view of `r` with its arguments, result and error each cut to `max_chars` (as
+    /// JSON text) with a visible marker.
+    pub fn capped(r: &ToolCallResult, max_chars: usize) -> Self {
         Self {
             tool_call_id: r.tool_call_id.clone(),
             name: r.name.clone(),
-            arguments: r.arguments.clone(),
+            arguments: trim_json(&r.arguments, max_chars),
             success: r.success,
-            result: r.result.clone(),
-            error: r.error.clone(),
+            result: r.result.as_ref().map(|value| trim_json(value, max_chars)),
+            error: r.error.as_deref().map(|error| trim_text(error, max_chars)),
         }
+    }
+}
+
+impl From<&ToolCallResult> for ToolResultView {
+    fn from(r: &ToolCallResult) -> Self {
+        Self::capped(r, usize::MAX)
     }
 }
 
@@ -239,13 +263,15 @@ mod tests {
                 status: RecursionStatus::Running,
             },
             context: Context {
-                objective: "add 1 and 2",
-                constraints: &[],
-                plan,
+                objective: "add 1 and 2".into(),
+                constraints: Cow::Borrowed(&[]),
+                conversation: Vec::new(),
+                plan: plan.into(),
                 memory: Memory {
-                    short_term: memory,
+                    short_term: memory.into(),
                     long_term_refs: &[],
                 },
+                compacted_history: Vec::new(),
             },
             last_recursion: None,
         }
@@ -278,6 +304,8 @@ mod tests {
         );
         assert_eq!(value["context"]["memory"]["long_term_refs"], json!([]));
         assert_eq!(value["last_recursion"], Value::Null);
+        assert!(value["context"].get("conversation").is_none());
+        assert!(value["context"].get("compacted_history").is_none());
     }
 
     #[test]
@@ -291,6 +319,7 @@ mod tests {
             status: RecursionStatus::Error,
             error_log: Some("bad".into()),
             tool_call_results: None,
+            tool_call_results_omitted: None,
         };
         let value = serde_json::to_value(&last).unwrap();
         assert_eq!(value["error_log"], "bad");

@@ -1,14 +1,20 @@
-//! [`OpenAiClient`]: one Chat Completions attempt per [`Llm::chat`] call over reqwest.
-//! Retries are the driver's business; this adapter only classifies what went wrong. The
-//! API key travels in a sensitive `Authorization` header and is scrubbed from any provider
-//! message that would echo it, so it never reaches an error, a `Debug` print or a log.
+//! [`OpenAiClient`]: one Chat Completions attempt per [`Llm::chat`] call over reqwest,
+//! plain JSON or, with `stream`, Server-Sent Events assembled by `stream.rs` (content
+//! deltas go to the request's `on_delta` as they arrive). Retries are the driver's
+//! business; this adapter only classifies what went wrong. The API key travels in a
+//! sensitive `Authorization` header and is scrubbed from any provider message that would
+//! echo it, so it never reaches an error, a `Debug` print or a log.
+//!
+//! `timeout_ms` bounds the whole attempt, a streamed body included.
 
 use std::time::Duration;
 
 use anyhow::Context as _;
 use async_trait::async_trait;
 use chrono::Utc;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use eventsource_stream::{EventStreamError, Eventsource as _};
+use futures::StreamExt as _;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 
 use crate::core::types::LlmReply;
@@ -16,7 +22,8 @@ use crate::ports::{Llm, LlmError, LlmRequest};
 
 use super::errors::{decode_error, http_error, parse_retry_after, transport_error};
 use super::secret::Secret;
-use super::wire::{ChatRequest, ChatResponse, WireMessage, WireTool};
+use super::stream::{StreamState, stream_error};
+use super::wire::{ChatRequest, ChatResponse, StreamOptions, WireMessage, WireTool};
 
 /// How to reach the provider. `Debug` is safe to print: the key shows as `[redacted]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -76,16 +83,16 @@ impl OpenAiClient {
         self.endpoint.as_str()
     }
 
-    /// Builds the POST for one request. Every wire decision lives here so the SSE variant
-    /// can extend it in one place.
+    /// Builds the POST for one request. Every wire decision lives here.
     fn build(&self, request: &LlmRequest<'_>) -> reqwest::RequestBuilder {
         let body = ChatRequest {
             model: request.model,
             messages: request.messages.iter().map(WireMessage::from).collect(),
             tools: request.tools.iter().map(WireTool::from).collect(),
-            // TODO(issue 4): honour `request.stream` with SSE (`stream: true`, parse
-            // `data:` chunks, emit deltas). Until then every call is non-streamed.
-            stream: false,
+            stream: request.stream,
+            stream_options: request.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
         };
         let builder = self.http.post(self.endpoint.clone()).json(&body);
         match &self.api_key {
@@ -110,16 +117,60 @@ impl OpenAiClient {
         let response = self.build(request).send().await.map_err(transport_error)?;
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
+        let streamed = request.stream && is_event_stream(response.headers());
+        if (200..300).contains(&status) && streamed {
+            return read_stream(response, request).await;
+        }
         let body = response.bytes().await.map_err(transport_error)?;
         if !(200..300).contains(&status) {
             return Err(http_error(status, retry_after, &body));
         }
-        let parsed: ChatResponse = serde_json::from_slice(&body)
-            .map_err(|e| decode_error(status, format!("undecodable response body: {e}")))?;
-        parsed
-            .into_reply()
-            .map_err(|detail| decode_error(status, detail))
+        let reply = decode_completion(status, &body)?;
+        // A provider that ignores `stream: true` still answers: hand over the content whole.
+        if let (true, Some(on_delta)) = (request.stream, request.on_delta)
+            && !reply.content.is_empty()
+        {
+            on_delta(&reply.content);
+        }
+        Ok(reply)
     }
+}
+
+/// Decodes a non-streamed completion body.
+fn decode_completion(status: u16, body: &[u8]) -> Result<LlmReply, LlmError> {
+    let parsed: ChatResponse = serde_json::from_slice(body)
+        .map_err(|e| decode_error(status, format!("undecodable response body: {e}")))?;
+    parsed
+        .into_reply()
+        .map_err(|detail| decode_error(status, detail))
+}
+
+/// Reads an SSE body to `[DONE]`, handing content deltas to `on_delta` as they arrive.
+async fn read_stream(
+    response: reqwest::Response,
+    request: &LlmRequest<'_>,
+) -> Result<LlmReply, LlmError> {
+    let mut events = response.bytes_stream().eventsource();
+    let mut state = StreamState::default();
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|error| match error {
+            EventStreamError::Transport(error) => transport_error(error),
+            other => stream_error(format!("unreadable event stream: {other}")),
+        })?;
+        state.feed(&event.event, &event.data, request.on_delta)?;
+        if state.is_done() {
+            break;
+        }
+    }
+    state.finish()
+}
+
+/// Whether the response is `text/event-stream` (else it is a plain JSON completion).
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("text/event-stream"))
 }
 
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
@@ -134,6 +185,7 @@ impl Llm for OpenAiClient {
             model = request.model,
             messages = request.messages.len(),
             tools = request.tools.len(),
+            stream = request.stream,
             "llm request"
         );
         let result = self.attempt(&request).await.map_err(|e| self.scrub(e));

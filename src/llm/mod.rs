@@ -4,12 +4,14 @@
 //!
 //! - `client`: [`OpenAiClient`] and [`LlmSettings`]; request building and one attempt.
 //! - `wire`: the provider's JSON, private to this module.
+//! - `stream`: assembling an SSE stream of chunks into the same reply.
 //! - `errors`: status / `Retry-After` / transport classification into [`crate::ports::LlmError`].
 //! - `secret`: [`Secret`].
 
 mod client;
 mod errors;
 pub mod secret;
+mod stream;
 mod wire;
 
 pub use client::{LlmSettings, OpenAiClient};

@@ -18,6 +18,16 @@ pub(crate) struct ChatRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<WireTool<'a>>,
     pub stream: bool,
+    /// Sent with `stream: true` only, asking for the usage chunk at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<StreamOptions>,
+}
+
+/// `stream_options` of a streamed request.
+#[derive(Debug, Serialize)]
+pub(crate) struct StreamOptions {
+    /// Ask for a final chunk with `usage` (and no choices).
+    pub include_usage: bool,
 }
 
 /// One request message.
@@ -159,7 +169,7 @@ pub(crate) fn error_text(error: &Value) -> Option<String> {
 }
 
 /// `content` as text: a string, an array of `{"type":"text","text":..}` parts, or null.
-fn content_text(content: &Value) -> String {
+pub(crate) fn content_text(content: &Value) -> String {
     match content {
         Value::Null => String::new(),
         Value::String(text) => text.clone(),
@@ -174,7 +184,9 @@ fn content_text(content: &Value) -> String {
     }
 }
 
-fn tool_call_from(call: WireToolCall) -> ToolCallRequest {
+/// Normalizes one tool call: a `call_<uuid>` id when it has none, an empty name when it has
+/// none, and `arguments` as the raw string (`{}` when absent, JSON text when an object).
+pub(crate) fn tool_call_from(call: WireToolCall) -> ToolCallRequest {
     let id = match call.id {
         Some(id) if !id.trim().is_empty() => id,
         _ => format!("call_{}", uuid::Uuid::new_v4().simple()),
@@ -195,7 +207,8 @@ fn tool_call_from(call: WireToolCall) -> ToolCallRequest {
     }
 }
 
-fn usage_from(usage: &Value) -> Usage {
+/// `prompt_tokens` and `completion_tokens` of a `usage` object.
+pub(crate) fn usage_from(usage: &Value) -> Usage {
     Usage {
         prompt_tokens: usage.get("prompt_tokens").and_then(Value::as_i64),
         completion_tokens: usage.get("completion_tokens").and_then(Value::as_i64),
@@ -226,6 +239,7 @@ mod tests {
             messages: messages.iter().map(WireMessage::from).collect(),
             tools: Vec::new(),
             stream: false,
+            stream_options: None,
         };
         let body = serde_json::to_value(&request)?;
         assert_eq!(

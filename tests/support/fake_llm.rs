@@ -11,6 +11,12 @@
 //! Reply bodies may contain [`TRACE_ID_PLACEHOLDER`]; it is replaced by the request's
 //! `current_recursion.trace_id` from the state snapshot, when there is one, so scripted
 //! seed-002 replies can echo the right trace id.
+//!
+//! Streaming: a request with `"stream": true` gets a scripted 200 completion as Server-Sent
+//! Events (see `sse.rs`: content in pieces, tool calls in fragments, usage, `[DONE]`), so one
+//! script serves both modes; [`FakeReply::with_stream_error`] and
+//! [`FakeReply::with_stream_cut`] script broken streams. Error statuses stay plain JSON, as
+//! real providers send them.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -24,6 +30,17 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
+
+mod recorded;
+mod seed;
+mod sse;
+
+pub use recorded::RecordedRequest;
+// Each test binary uses its own subset of these.
+#[allow(unused_imports)]
+pub use seed::{answer_reply, call_tool_reply, plan_reply, reflect_reply, seed_object};
+#[allow(unused_imports)]
+pub use sse::{ARGUMENT_PIECE, CONTENT_PIECE, StreamEnd};
 
 /// Replaced in reply bodies by the request's `current_recursion.trace_id`.
 pub const TRACE_ID_PLACEHOLDER: &str = "{{trace_id}}";
@@ -147,101 +164,15 @@ async fn chat(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) 
     reply.into_response_for(&recorded)
 }
 
-/// One request as the fake received it.
-#[derive(Debug, Clone)]
-pub struct RecordedRequest {
-    /// The JSON body (the raw text as a JSON string when it was not JSON).
-    pub body: Value,
-    /// The `Authorization` header, e.g. `Bearer sk-...`.
-    pub authorization: Option<String>,
-}
-
-impl RecordedRequest {
-    /// `(role, content)` of every message, in order.
-    pub fn messages(&self) -> Vec<(String, String)> {
-        let Some(messages) = self.body.get("messages").and_then(Value::as_array) else {
-            return Vec::new();
-        };
-        messages
-            .iter()
-            .map(|m| {
-                let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
-                let content = match m.get("content") {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(Value::Null) | None => String::new(),
-                    Some(other) => other.to_string(),
-                };
-                (role.to_owned(), content)
-            })
-            .collect()
-    }
-
-    /// `messages[0].content`: the user's input.
-    pub fn user_input(&self) -> String {
-        self.messages()
-            .into_iter()
-            .next()
-            .map(|(_, content)| content)
-            .unwrap_or_default()
-    }
-
-    /// The names of the offered tools (`tools[].function.name`).
-    pub fn tool_names(&self) -> Vec<String> {
-        let Some(tools) = self.body.get("tools").and_then(Value::as_array) else {
-            return Vec::new();
-        };
-        tools
-            .iter()
-            .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// The JSON state snapshot embedded in the system message (`messages[1]`, or the first
-    /// system message): the last ```` ```json ```` fenced block that parses, else the last
-    /// top-level `{...}` that parses.
-    pub fn system_state(&self) -> Option<Value> {
-        let messages = self.messages();
-        let system = messages
-            .iter()
-            .find(|(role, _)| role == "system")
-            .or_else(|| messages.get(1))?;
-        last_fenced_json(&system.1).or_else(|| last_json_object(&system.1))
-    }
-}
-
-fn last_fenced_json(text: &str) -> Option<Value> {
-    text.rmatch_indices("```json").find_map(|(at, fence)| {
-        let body = &text[at + fence.len()..];
-        let end = body.find("```")?;
-        serde_json::from_str::<Value>(body[..end].trim()).ok()
-    })
-}
-
-fn last_json_object(text: &str) -> Option<Value> {
-    let mut last = None;
-    let mut at = 0;
-    while let Some(offset) = text[at..].find('{') {
-        let start = at + offset;
-        let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
-        match stream.next() {
-            Some(Ok(value @ Value::Object(_))) => {
-                last = Some(value);
-                at = start + stream.byte_offset();
-            }
-            _ => at = start + 1,
-        }
-    }
-    last
-}
-
-/// One scripted answer: an HTTP status, a JSON body, extra headers and a delay.
+/// One scripted answer: an HTTP status, a JSON body, extra headers, a delay, and how its
+/// stream ends when it is streamed.
 #[derive(Debug, Clone)]
 pub struct FakeReply {
     status: u16,
     body: Value,
     headers: Vec<(String, String)>,
     delay: Option<Duration>,
+    stream_end: StreamEnd,
 }
 
 impl FakeReply {
@@ -288,6 +219,7 @@ impl FakeReply {
             body,
             headers: Vec::new(),
             delay: None,
+            stream_end: StreamEnd::Done,
         }
     }
 
@@ -305,6 +237,25 @@ impl FakeReply {
     /// Waits this long before answering.
     pub fn with_delay(mut self, delay: Duration) -> FakeReply {
         self.delay = Some(delay);
+        self
+    }
+
+    /// When streamed: after the content chunks, a provider error object with `message`,
+    /// and no `[DONE]`. Not streamed, the reply is unchanged.
+    pub fn with_stream_error(mut self, message: &str) -> FakeReply {
+        self.stream_end = StreamEnd::Error(message.to_owned());
+        self
+    }
+
+    /// When streamed: the stream stops after the finish chunk, without usage or `[DONE]`.
+    pub fn with_stream_cut(mut self) -> FakeReply {
+        self.stream_end = StreamEnd::Cut;
+        self
+    }
+
+    /// Answers plain JSON even to a stream request (a provider ignoring `"stream": true`).
+    pub fn ignoring_stream(mut self) -> FakeReply {
+        self.stream_end = StreamEnd::Ignored;
         self
     }
 
@@ -332,7 +283,14 @@ impl FakeReply {
     fn into_response_for(self, request: &RecordedRequest) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = fill_trace_id(self.body, request);
-        let mut response = (status, axum::Json(body)).into_response();
+        let frames = match (request.streamed(), status) {
+            (true, StatusCode::OK) => sse::frames(&body, &self.stream_end),
+            _ => None,
+        };
+        let mut response = match frames {
+            Some(frames) => sse::response(frames),
+            None => (status, axum::Json(body)).into_response(),
+        };
         for (name, value) in &self.headers {
             if let (Ok(name), Ok(value)) = (
                 HeaderName::from_bytes(name.as_bytes()),
@@ -359,43 +317,4 @@ fn fill_trace_id(body: Value, request: &RecordedRequest) -> Value {
         Some(id) => serde_json::from_str(&text.replace(TRACE_ID_PLACEHOLDER, id)).unwrap_or(body),
         None => body,
     }
-}
-
-/// A seed-002 reply object: trace_id (placeholder), observe, thought,
-/// `action {action_type, output}`, abstract and an empty `short_term_memory_append`.
-pub fn seed_object(action_type: &str, output: Value) -> Value {
-    json!({
-        "trace_id": TRACE_ID_PLACEHOLDER,
-        "observe": format!("fake observe before {action_type}"),
-        "thought": format!("fake thought choosing {action_type}"),
-        "action": {"action_type": action_type, "output": output},
-        "abstract": format!("fake {action_type}"),
-        "short_term_memory_append": ""
-    })
-}
-
-/// RE_PLAN with the given `(step_id, description)` steps, all `pending`.
-pub fn plan_reply(steps: &[(&str, &str)]) -> FakeReply {
-    let plan: Vec<Value> = steps
-        .iter()
-        .map(|(id, description)| {
-            json!({"step_id": id, "description": description, "status": "pending"})
-        })
-        .collect();
-    FakeReply::json(seed_object("RE_PLAN", json!({"plan": plan, "notes": ""})))
-}
-
-/// CALL_TOOL: the seed object as content plus native tool calls `(name, arguments)`.
-pub fn call_tool_reply(calls: Vec<(&str, Value)>) -> FakeReply {
-    FakeReply::tool_calls(seed_object("CALL_TOOL", json!({})), calls)
-}
-
-/// REFLECT with `summary`.
-pub fn reflect_reply(summary: &str) -> FakeReply {
-    FakeReply::json(seed_object("REFLECT", json!({"summary": summary})))
-}
-
-/// ANSWER with `answer`.
-pub fn answer_reply(answer: &str) -> FakeReply {
-    FakeReply::json(seed_object("ANSWER", json!({"answer": answer})))
 }

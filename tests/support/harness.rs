@@ -54,6 +54,15 @@ impl TestEnv {
 
     /// Like [`TestEnv::start`], letting the test adjust the settings first.
     pub async fn start_with(adjust: impl FnOnce(&mut Settings)) -> Self {
+        let mut env = Self::without_worker(adjust).await;
+        let worker = agentd::worker::run(env.settings.clone(), env.shutdown.clone());
+        env.worker = Some(tokio::spawn(worker));
+        env
+    }
+
+    /// The database, broker names and fake LLM, but no worker: the test runs its own (for
+    /// example the real binary as a child process, see `process.rs`).
+    pub async fn without_worker(adjust: impl FnOnce(&mut Settings)) -> Self {
         let fake = FakeLlm::start().await;
         let mut settings = test_settings(&fake);
         adjust(&mut settings);
@@ -64,12 +73,9 @@ impl TestEnv {
             .await
             .expect("broker");
         let broker = std::sync::Arc::clone(publisher.broker());
-        let events =
-            agentd::amqp::subscriber::subscribe(&broker, &settings.amqp.events_exchange)
-                .await
-                .expect("subscribe");
-        let shutdown = CancellationToken::new();
-        let worker = tokio::spawn(agentd::worker::run(settings.clone(), shutdown.clone()));
+        let events = agentd::amqp::subscriber::subscribe(&broker, &settings.amqp.events_exchange)
+            .await
+            .expect("subscribe");
         Self {
             settings,
             pool,
@@ -77,8 +83,8 @@ impl TestEnv {
             publisher,
             broker,
             events,
-            shutdown,
-            worker: Some(worker),
+            shutdown: CancellationToken::new(),
+            worker: None,
         }
     }
 
@@ -185,10 +191,19 @@ impl TestEnv {
             .expect("events")
     }
 
-    /// Reads one message from the dead-letter queue, if any, with its reason header.
+    /// Reads one message from the dead-letter queue, waiting up to 10 s, with its reason.
     pub async fn dead_letter(&self) -> Option<(Vec<u8>, Option<String>)> {
+        self.dead_letter_within(Duration::from_secs(10)).await
+    }
+
+    /// Reads one message from the dead-letter queue if there is one now.
+    pub async fn dead_letter_now(&self) -> Option<(Vec<u8>, Option<String>)> {
+        self.dead_letter_within(Duration::ZERO).await
+    }
+
+    async fn dead_letter_within(&self, wait: Duration) -> Option<(Vec<u8>, Option<String>)> {
         let channel = self.broker.channel().await.expect("channel");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + wait;
         loop {
             let got = channel
                 .basic_get(
@@ -265,4 +280,57 @@ async fn admin_pool() -> PgPool {
     PgPool::connect("postgres://postgres@127.0.0.1:5432/postgres")
         .await
         .expect("admin pool")
+}
+
+// ---- Operations helpers (issue 6: MCP tools, metrics, retention) --------------------------
+
+/// A free `127.0.0.1:PORT` (bound, read, released; fine for tests).
+pub fn free_local_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local address").to_string()
+}
+
+/// `GET http://{addr}{path}`: the status and body (status 0 when nothing answers).
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let client = reqwest::Client::new();
+    match client
+        .get(format!("http://{addr}{path}"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+    {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap_or_default())
+        }
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// A fresh empty scratch directory under the system temp dir.
+pub fn scratch_dir(label: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentd-{label}-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// The path of the test MCP server binary (tests/mcp_server).
+pub fn test_mcp_server_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agentd-test-mcp-server")
+}
+
+/// A `[[tools.mcp]]` entry starting the test MCP server over stdio with `env`.
+pub fn test_mcp_server(name: &str, env: &[(&str, &Path)]) -> agentd::config::McpServerSettings {
+    agentd::config::McpServerSettings {
+        name: name.to_owned(),
+        command: Some(test_mcp_server_bin().to_owned()),
+        args: Vec::new(),
+        env: env
+            .iter()
+            .map(|(key, path)| ((*key).to_owned(), path.display().to_string()))
+            .collect(),
+        url: None,
+        bearer_token: None,
+        call_timeout_ms: None,
+    }
 }

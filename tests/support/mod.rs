@@ -1,2 +1,4 @@
 pub mod fake_llm;
 pub mod harness;
+pub mod process;
+pub mod stateless_llm;

@@ -1,6 +1,6 @@
 //! The machine's internal steps: applying a parsed reply, closing a recursion (step
 //! history, assistant history message, `last_recursion`, `RecursionCompleted`), failing
-//! and finishing the task, and building the state snapshot.
+//! and finishing the task. The snapshot and compaction live in `fit.rs`.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -8,13 +8,13 @@ use uuid::Uuid;
 
 use super::{Machine, OpenRecursion, PendingTools};
 use crate::core::action::{Action, ParsedReply};
+use crate::core::limits::{exceeds, trim_text};
 use crate::core::outcome::{DomainEvent, FailReason, LlmCall, Next, Outcome};
 use crate::core::plan;
-use crate::core::prompt::{PromptTemplate, build_messages};
+use crate::core::prompt::PromptTemplate;
 use crate::core::record::{Closed, RecursionRecord};
 use crate::core::state::{
-    ActionView, Context, CurrentRecursion, GlobalState, Memory, MemoryEntry, MemorySource,
-    RecursionStatus, StateSnapshot, StepRecursion, StepStatus,
+    ActionView, MemoryEntry, MemorySource, RecursionStatus, StepRecursion, StepStatus,
 };
 use crate::core::types::{ToolCallRequest, ToolCallResult};
 
@@ -45,26 +45,21 @@ impl Machine {
     }
 
     /// The LLM call of the open recursion: the snapshot rendered into the template, in the
-    /// seed message layout.
+    /// seed message layout, compacted to fit the context budget (`ContextCompacted`).
     pub(super) fn llm_call(
         &mut self,
         trace_id: Uuid,
         now: DateTime<Utc>,
         template: &PromptTemplate,
     ) -> Next {
-        let state = match serde_json::to_string_pretty(&self.snapshot(trace_id, now)) {
-            Ok(state) => state,
-            Err(error) => {
-                let error = format!("cannot serialize the state snapshot: {error}");
-                return self.fail(FailReason::Internal, error, now);
-            }
-        };
-        let system = template.render(&state);
-        Next::CallLlm(LlmCall {
-            trace_id,
-            iteration: self.iteration,
-            messages: build_messages(&self.task.objective, system, &self.history),
-        })
+        match self.fitted_messages(trace_id, now, template) {
+            Ok(messages) => Next::CallLlm(LlmCall {
+                trace_id,
+                iteration: self.iteration,
+                messages,
+            }),
+            Err(error) => self.fail(FailReason::Internal, error, now),
+        }
     }
 
     /// Applies a valid reply: step updates and memory first, then the action.
@@ -152,12 +147,13 @@ impl Machine {
         Next::Continue
     }
 
-    /// Takes the open recursion if it is in the expected phase (waiting for tool results
-    /// or for the reply); otherwise the call is out of order and the task fails `Internal`.
-    /// A finished task answers with its outcome again.
+    /// Takes the open recursion if it is in the expected phase (`Some(true)` waiting for
+    /// tool results, `Some(false)` for the reply, `None` either); otherwise the call is out
+    /// of order and the task fails `Internal`. A finished task answers with its outcome
+    /// again.
     pub(super) fn take_open(
         &mut self,
-        awaiting_tools: bool,
+        awaiting_tools: Option<bool>,
         method: &str,
         now: DateTime<Utc>,
     ) -> Result<OpenRecursion, Next> {
@@ -166,7 +162,9 @@ impl Machine {
         }
         self.updated_at = now;
         match self.open.take() {
-            Some(open) if open.tools.is_some() == awaiting_tools => Ok(open),
+            Some(open) if awaiting_tools.is_none_or(|tools| open.tools.is_some() == tools) => {
+                Ok(open)
+            }
             Some(open) => {
                 let waiting = match open.tools {
                     Some(_) => "waiting for tool results",
@@ -187,8 +185,11 @@ impl Machine {
     }
 
     /// Ends a recursion: records it under its step, appends its history message, makes it
-    /// the next `last_recursion` and queues `RecursionCompleted`.
+    /// the next `last_recursion` and queues `RecursionCompleted`. What the model wrote is
+    /// cut at `max_reply_chars` and tool results at `max_tool_result_chars` where they are
+    /// fed back; the record keeps the tool results whole.
     pub(super) fn close(&mut self, open: OpenRecursion, closed: Closed, now: DateTime<Utc>) {
+        let closed = closed.capped(&self.task.limits);
         if let Some(step_id) = &open.step_id {
             let recursion = StepRecursion {
                 trace_id: open.trace_id,
@@ -198,9 +199,10 @@ impl Machine {
             };
             plan::record(&mut self.plan, step_id, recursion);
         }
-        self.history
-            .push(closed.history_message(open.iteration, open.trace_id));
-        self.last_recursion = Some(closed.last_recursion(open.iteration, open.trace_id));
+        let limits = &self.task.limits;
+        let message = closed.history_message(open.iteration, open.trace_id, limits);
+        self.last_recursion = Some(closed.last_recursion(open.iteration, open.trace_id, limits));
+        self.history.push(message);
         let record = RecursionRecord {
             trace_id: open.trace_id,
             iteration: open.iteration,
@@ -238,8 +240,17 @@ impl Machine {
         Next::Finished(outcome)
     }
 
-    /// Appends to short-term memory.
+    /// Appends to short-term memory; a memo longer than `max_tool_result_chars`, or a
+    /// model note longer than `max_reply_chars`, is cut with a marker.
     pub(super) fn remember(&mut self, trace_id: Uuid, memory: String, source: MemorySource) {
+        let max = match source {
+            MemorySource::TakeMemo => self.task.limits.max_tool_result_chars,
+            MemorySource::Model | MemorySource::Reflect => self.task.limits.max_reply_chars,
+        };
+        let memory = match exceeds(&memory, max) {
+            true => trim_text(&memory, max),
+            false => memory,
+        };
         self.memory.push(MemoryEntry {
             trace_id,
             memory,
@@ -260,37 +271,6 @@ impl Machine {
             step_id,
             status,
         });
-    }
-
-    /// The state snapshot for the current recursion (number `self.iteration`). Following
-    /// seed 002, `global.iteration` counts the recursions executed before this one.
-    pub(super) fn snapshot(&self, trace_id: Uuid, now: DateTime<Utc>) -> StateSnapshot<'_> {
-        StateSnapshot {
-            global: GlobalState {
-                task_id: self.task.task_id,
-                iteration: self.iteration.saturating_sub(1),
-                max_iteration: self.task.max_iteration,
-                remaining_iterations: self.task.max_iteration.saturating_sub(self.iteration),
-                status: "running",
-                created_at: self.task.created_at,
-                updated_at: now,
-            },
-            current_recursion: CurrentRecursion {
-                trace_id,
-                iteration_index: self.iteration,
-                status: RecursionStatus::Running,
-            },
-            context: Context {
-                objective: &self.task.objective,
-                constraints: &self.task.constraints,
-                plan: &self.plan,
-                memory: Memory {
-                    short_term: &self.memory,
-                    long_term_refs: &[],
-                },
-            },
-            last_recursion: self.last_recursion.as_ref(),
-        }
     }
 }
 

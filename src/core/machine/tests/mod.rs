@@ -7,6 +7,7 @@ use crate::core::state::StepStatus;
 use chrono::TimeZone;
 use serde_json::{Value, json};
 
+mod compaction;
 mod failures;
 mod runs;
 
@@ -28,6 +29,8 @@ pub(super) fn task(max_iteration: u32) -> TaskInfo {
         constraints: vec!["be brief".into()],
         max_iteration,
         created_at: at(0),
+        limits: Limits::default(),
+        conversation: Vec::new(),
     }
 }
 
@@ -200,6 +203,15 @@ pub(super) fn describe(event: &DomainEvent) -> String {
             let text = format!("RecursionCompleted {} step={step} {action}", r.iteration);
             (r.trace_id, format!("{text} {}", r.status.as_str()))
         }
+        DomainEvent::ContextCompacted {
+            trace_id,
+            iteration,
+            folded_recursions,
+            ..
+        } => (
+            *trace_id,
+            format!("ContextCompacted {iteration} folded={folded_recursions}"),
+        ),
     };
     let iteration: u128 = text
         .split(' ')

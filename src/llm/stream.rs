@@ -1,0 +1,242 @@
+//! Assembling a streamed (SSE) Chat Completion. Each `data:` payload is one
+//! `chat.completion.chunk`: content deltas are appended (and handed to the caller's
+//! callback as they arrive), tool call fragments are merged by their `index` (id and name
+//! from the first fragment that has them, `arguments` concatenated), `usage` is taken from
+//! the chunk that carries it (the last one, with `stream_options.include_usage`), and
+//! `data: [DONE]` ends the stream. The finished [`LlmReply`] goes through the same
+//! normalization as a non-streamed response, so both paths return identical replies.
+//!
+//! A provider error object mid-stream (`{"error": ...}` or an `event: error`) and a stream
+//! that ends before `[DONE]` are retryable errors labelled `stream`; a chunk that is not
+//! JSON is a retryable `decode` error.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::core::retry::ErrorClass;
+use crate::core::types::LlmReply;
+use crate::ports::LlmError;
+
+use super::errors::decode_error;
+use super::wire::{
+    WireFunctionCall, WireToolCall, content_text, error_text, tool_call_from, usage_from,
+};
+
+/// The payload that ends an OpenAI stream.
+const DONE: &str = "[DONE]";
+
+/// One `chat.completion.chunk`, leniently.
+#[derive(Debug, Default, Deserialize)]
+struct ChatChunk {
+    #[serde(default)]
+    choices: Option<Vec<ChunkChoice>>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// One choice of a chunk; only choice 0 (or one without an index) is used.
+#[derive(Debug, Default, Deserialize)]
+struct ChunkChoice {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    delta: Option<ChunkDelta>,
+}
+
+/// The increment of the assistant message.
+#[derive(Debug, Default, Deserialize)]
+struct ChunkDelta {
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ChunkToolCall>>,
+}
+
+/// A fragment of one tool call.
+#[derive(Debug, Default, Deserialize)]
+struct ChunkToolCall {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<ChunkFunction>,
+}
+
+/// A fragment of a tool call's function.
+#[derive(Debug, Default, Deserialize)]
+struct ChunkFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+/// A tool call being assembled from its fragments.
+#[derive(Debug, Default)]
+struct PartialCall {
+    index: Option<u64>,
+    id: Option<String>,
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+/// The reply assembled so far from a stream's events.
+#[derive(Debug, Default)]
+pub(crate) struct StreamState {
+    content: String,
+    calls: Vec<PartialCall>,
+    usage: Option<Value>,
+    done: bool,
+}
+
+/// A retryable error of the stream itself, labelled `stream`.
+pub(crate) fn stream_error(message: impl Into<String>) -> LlmError {
+    LlmError {
+        class: ErrorClass::Retryable,
+        status: Some(200),
+        label: "stream".to_owned(),
+        message: message.into(),
+    }
+}
+
+impl StreamState {
+    /// Whether `[DONE]` was received.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Feeds one SSE event (`event` is its type, empty for plain `data:` lines) and passes
+    /// any new content to `on_delta`.
+    pub(crate) fn feed(
+        &mut self,
+        event: &str,
+        data: &str,
+        on_delta: Option<&(dyn Fn(&str) + Send + Sync)>,
+    ) -> Result<(), LlmError> {
+        let data = data.trim();
+        if event == "error" {
+            return Err(stream_error(provider_error(data)));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        if data == DONE {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: ChatChunk = serde_json::from_str(data)
+            .map_err(|e| decode_error(200, format!("undecodable stream chunk: {e}")))?;
+        if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
+            let message = error_text(&error).unwrap_or_else(|| error.to_string());
+            return Err(stream_error(format!(
+                "provider error mid-stream: {message}"
+            )));
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage);
+        }
+        let choices = chunk.choices.unwrap_or_default().into_iter();
+        for delta in choices
+            .filter(|choice| choice.index.unwrap_or(0) == 0)
+            .filter_map(|choice| choice.delta)
+        {
+            self.apply(delta, on_delta);
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, delta: ChunkDelta, on_delta: Option<&(dyn Fn(&str) + Send + Sync)>) {
+        if let Some(content) = delta.content.as_ref().map(content_text)
+            && !content.is_empty()
+        {
+            self.content.push_str(&content);
+            if let Some(on_delta) = on_delta {
+                on_delta(&content);
+            }
+        }
+        for fragment in delta.tool_calls.unwrap_or_default() {
+            self.merge(fragment);
+        }
+    }
+
+    /// Merges a fragment into its call: by `index`; without one, a new non-empty id starts
+    /// a new call and anything else continues the last call.
+    fn merge(&mut self, fragment: ChunkToolCall) {
+        let id = fragment.id.filter(|id| !id.is_empty());
+        let position = match (fragment.index, &id) {
+            (Some(index), _) => self.calls.iter().position(|c| c.index == Some(index)),
+            (None, Some(id)) => self.calls.iter().position(|c| c.id.as_ref() == Some(id)),
+            (None, None) => self.calls.len().checked_sub(1),
+        };
+        let position = position.unwrap_or_else(|| {
+            self.calls.push(PartialCall {
+                index: fragment.index,
+                ..PartialCall::default()
+            });
+            self.calls.len() - 1
+        });
+        let call = &mut self.calls[position];
+        if call.id.is_none() {
+            call.id = id;
+        }
+        let function = fragment.function.unwrap_or_default();
+        if call.name.is_none() {
+            call.name = function.name.filter(|name| !name.is_empty());
+        }
+        let piece = match function.arguments {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(text),
+            Some(other) => Some(other.to_string()),
+        };
+        if let Some(piece) = piece {
+            call.arguments
+                .get_or_insert_with(String::new)
+                .push_str(&piece);
+        }
+    }
+
+    /// The assembled reply; an error if the stream ended before `[DONE]`.
+    pub(crate) fn finish(self) -> Result<LlmReply, LlmError> {
+        if !self.done {
+            return Err(stream_error("the stream ended before data: [DONE]"));
+        }
+        let mut calls = self.calls;
+        calls.sort_by_key(|call| call.index.unwrap_or(u64::MAX));
+        let tool_calls = calls
+            .into_iter()
+            .map(|call| {
+                tool_call_from(WireToolCall {
+                    id: call.id,
+                    function: Some(WireFunctionCall {
+                        name: call.name,
+                        arguments: call.arguments.map(Value::String),
+                    }),
+                })
+            })
+            .collect();
+        Ok(LlmReply {
+            content: self.content,
+            tool_calls,
+            usage: self.usage.as_ref().map(usage_from).unwrap_or_default(),
+        })
+    }
+}
+
+/// The message of an `event: error` payload: the provider's error text, else the raw data.
+fn provider_error(data: &str) -> String {
+    let parsed = serde_json::from_str::<Value>(data).ok();
+    let text = parsed.as_ref().and_then(|value| {
+        value
+            .get("error")
+            .and_then(error_text)
+            .or_else(|| error_text(value))
+    });
+    let detail = text.unwrap_or_else(|| data.to_owned());
+    format!("provider error mid-stream: {detail}")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,133 @@
+//! The real `agentd worker` binary as a child process, configured through AGENTD__ environment
+//! variables from a test's [`Settings`], with its log captured to a file — for tests that kill
+//! it, signal it or read what it logged.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use agentd::config::Settings;
+
+/// A worker process.
+pub struct WorkerProcess {
+    child: Child,
+    /// Where its stderr (the log) goes.
+    pub log_path: PathBuf,
+}
+
+/// The environment that makes the binary use `settings`.
+pub fn env_for(settings: &Settings) -> Vec<(String, String)> {
+    let retry = &settings.llm.retry;
+    let worker = &settings.worker;
+    [
+        ("AMQP__URL", settings.amqp.url.clone()),
+        ("AMQP__TASKS_QUEUE", settings.amqp.tasks_queue.clone()),
+        (
+            "AMQP__DEAD_LETTER_QUEUE",
+            settings.amqp.dead_letter_queue.clone(),
+        ),
+        (
+            "AMQP__EVENTS_EXCHANGE",
+            settings.amqp.events_exchange.clone(),
+        ),
+        (
+            "AMQP__CONTROL_EXCHANGE",
+            settings.amqp.control_exchange.clone(),
+        ),
+        ("DATABASE__URL", settings.database.url.clone()),
+        ("LLM__BASE_URL", settings.llm.base_url.clone()),
+        ("LLM__TIMEOUT_MS", settings.llm.timeout_ms.to_string()),
+        (
+            "LLM__RETRY__INITIAL_DELAY_MS",
+            retry.initial_delay_ms.to_string(),
+        ),
+        ("LLM__RETRY__MAX_DELAY_MS", retry.max_delay_ms.to_string()),
+        ("WORKER__CONCURRENCY", worker.concurrency.to_string()),
+        ("WORKER__MAX_DELIVERIES", worker.max_deliveries.to_string()),
+        (
+            "WORKER__MAX_MESSAGE_BYTES",
+            worker.max_message_bytes.to_string(),
+        ),
+        ("WORKER__LEASE_SECS", worker.lease_secs.to_string()),
+        (
+            "WORKER__SHUTDOWN_GRACE_SECS",
+            worker.shutdown_grace_secs.to_string(),
+        ),
+        (
+            "WORKER__RECURSION_TIMEOUT_MS",
+            worker.recursion_timeout_ms.to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(key, value)| (format!("AGENTD__{key}"), value))
+    .collect()
+}
+
+impl WorkerProcess {
+    /// Starts `agentd worker` with `settings` and extra environment variables.
+    pub fn spawn(settings: &Settings, extra_env: &[(&str, &str)]) -> Self {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let log_path = dir.join(format!("worker-{}.log", uuid::Uuid::new_v4().simple()));
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentd"));
+        command
+            .arg("worker")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .envs(env_for(settings))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (key, value) in extra_env {
+            command.env(key, value);
+        }
+        let child = command.spawn().expect("spawn agentd worker");
+        Self { child, log_path }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: no cleanup, no drain, as a crash or an OOM kill would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub async fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if tokio::time::Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,130 @@
+//! A fake OpenAI-compatible LLM whose reply depends only on the request, for tests where a
+//! recursion may be asked twice (a worker killed mid-call, a resumed task). The user input
+//! carries the script as `key=value` words: `steps=N` CALL_TOOL recursions (calculate) then
+//! ANSWER; `delay_ms=M` before each reply; `status=S` answers every call with HTTP S.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct Seen {
+    /// Requests per user input.
+    calls: HashMap<String, usize>,
+    /// Authorization headers received.
+    authorizations: Vec<Option<String>>,
+}
+
+/// The running fake.
+#[derive(Clone)]
+pub struct StatelessLlm {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl StatelessLlm {
+    /// Serves on 127.0.0.1 (an ephemeral port) until the test process ends.
+    pub async fn start() -> Self {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(reply))
+            .with_state(Arc::clone(&seen));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { addr, seen }
+    }
+
+    /// The `/v1` root to configure as llm.base_url.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// How many requests carried this user input.
+    pub fn calls_for(&self, input: &str) -> usize {
+        self.seen
+            .lock()
+            .map(|seen| seen.calls.get(input).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Every Authorization header received.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.seen
+            .lock()
+            .map(|seen| seen.authorizations.clone())
+            .unwrap_or_default()
+    }
+}
+
+fn word(input: &str, key: &str) -> Option<u64> {
+    input
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+}
+
+async fn reply(
+    State(seen): State<Arc<Mutex<Seen>>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let input = messages
+        .first()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_owned();
+    let done = messages.iter().filter(|m| m["role"] == "assistant").count() as u64;
+    if let Ok(mut seen) = seen.lock() {
+        *seen.calls.entry(input.clone()).or_default() += 1;
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        seen.authorizations.push(auth);
+    }
+    if let Some(delay) = word(&input, "delay_ms") {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    if let Some(status) = word(&input, "status") {
+        let code = StatusCode::from_u16(status as u16).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return (
+            code,
+            Json(json!({"error": {"message": format!("scripted {status}")}})),
+        )
+            .into_response();
+    }
+    let steps = word(&input, "steps").unwrap_or(0);
+    let (action, output, tool_calls) = if done < steps {
+        let call = json!([{"id": format!("call_{done}"), "type": "function",
+            "function": {"name": "calculate", "arguments": json!({"expression": format!("{done}+1")}).to_string()}}]);
+        ("CALL_TOOL", json!({}), Some(call))
+    } else {
+        (
+            "ANSWER",
+            json!({"answer": format!("done after {steps} steps")}),
+            None,
+        )
+    };
+    let content = json!({"observe": "o", "thought": "t", "abstract": format!("step {done}"),
+        "action": {"action_type": action, "output": output}});
+    let mut message = json!({"role": "assistant", "content": content.to_string()});
+    if let Some(calls) = tool_calls {
+        message["tool_calls"] = calls;
+    }
+    Json(
+        json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5}}),
+    )
+    .into_response()
+}
