@@ -73,6 +73,12 @@ impl Broker {
         }
     }
 
+    /// Whether a connection is open right now (readiness probes; never connects).
+    pub async fn is_connected(&self) -> bool {
+        let current = self.current.lock().await;
+        current.as_ref().is_some_and(|c| c.status().connected())
+    }
+
     /// Closes the connection, if open.
     pub async fn close(&self) {
         if let Some(connection) = self.current.lock().await.take() {

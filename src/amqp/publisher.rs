@@ -62,12 +62,16 @@ impl Publisher {
         properties: BasicProperties,
     ) -> anyhow::Result<()> {
         let properties = properties.with_delivery_mode(PERSISTENT);
-        match self.publish_once(exchange, routing_key, payload, properties.clone()).await {
+        match self
+            .publish_once(exchange, routing_key, payload, properties.clone())
+            .await
+        {
             Ok(()) => Ok(()),
             Err(first) => {
                 tracing::debug!(error = %format!("{first:#}"), "publish failed; reopening the channel");
                 *self.channel.lock().await = None;
-                self.publish_once(exchange, routing_key, payload, properties).await
+                self.publish_once(exchange, routing_key, payload, properties)
+                    .await
             }
         }
     }

@@ -2,9 +2,9 @@
 //! `watch` and `submit --wait` do, and what any other subscriber can do).
 
 use anyhow::Context;
+use lapin::Consumer;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
-use lapin::Consumer;
 
 use super::Broker;
 

@@ -99,8 +99,8 @@ async fn insert_with_status(
 pub enum Claim {
     /// The task was pending: it is now ours, starting from its first recursion.
     Fresh,
-    /// The task was running under an expired lease (its worker died) or under our own
-    /// lease: it is now ours, resuming from this checkpoint (None: no recursion committed).
+    /// The task was running under an expired or released lease (its worker died or let it
+    /// go): it is now ours, resuming from this checkpoint (None: no recursion committed).
     Resume(Option<Value>),
     /// Another live worker holds the task.
     Busy,
@@ -118,19 +118,20 @@ pub async fn claim(
     lease_secs: f64,
 ) -> sqlx::Result<Claim> {
     let mut tx = pool.begin().await?;
-    let row: Option<(String, Option<Uuid>, bool, Option<Value>)> = sqlx::query_as(
-        "SELECT status, lease_owner, COALESCE(lease_until < now(), true), checkpoint \
+    let row: Option<(String, bool, Option<Value>)> = sqlx::query_as(
+        "SELECT status, COALESCE(lease_until < now(), true), checkpoint \
          FROM tasks WHERE task_id = $1 FOR UPDATE",
     )
     .bind(task_id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((current, holder, expired, checkpoint)) = row else {
+    let Some((current, expired, checkpoint)) = row else {
         return Ok(Claim::Missing);
     };
     let claim = match current.as_str() {
         status::PENDING => Claim::Fresh,
-        status::RUNNING if expired || holder == Some(owner) => Claim::Resume(checkpoint),
+        // Our own live lease means this process runs it already: busy, like any holder.
+        status::RUNNING if expired => Claim::Resume(checkpoint),
         status::RUNNING => return Ok(Claim::Busy),
         _ => return Ok(Claim::Ended(current)),
     };
@@ -193,25 +194,28 @@ pub async fn get(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<TaskRow>> 
 }
 
 /// Records progress after a step: recursions run so far, the current plan and the machine
-/// checkpoint a resumed run starts from.
+/// checkpoint a resumed run starts from. Fenced by the lease: returns false (and changes
+/// nothing) when `owner` no longer holds the task.
 pub async fn update_progress(
     conn: &mut PgConnection,
     task_id: Uuid,
+    owner: Uuid,
     iterations: u32,
     plan: &Value,
     checkpoint: &Value,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "UPDATE tasks SET iterations = $2, plan = $3, checkpoint = $4, updated_at = now() \
-         WHERE task_id = $1",
+) -> sqlx::Result<bool> {
+    let result = sqlx::query(
+        "UPDATE tasks SET iterations = $3, plan = $4, checkpoint = $5, updated_at = now() \
+         WHERE task_id = $1 AND lease_owner = $2",
     )
     .bind(task_id)
+    .bind(owner)
     .bind(i32::try_from(iterations).unwrap_or(i32::MAX))
     .bind(plan)
     .bind(checkpoint)
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(result.rows_affected() == 1)
 }
 
 /// The terminal fields of a finished task.
@@ -224,13 +228,19 @@ pub struct Finish<'a> {
     pub fail_reason: Option<&'a str>,
 }
 
-/// Ends a task that is still pending or running. Returns false if it had already ended.
-pub async fn finish(conn: &mut PgConnection, task_id: Uuid, end: Finish<'_>) -> sqlx::Result<bool> {
+/// Ends a running task held by `owner`. Returns false (and changes nothing) if it had
+/// already ended or another worker holds it.
+pub async fn finish(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    owner: Uuid,
+    end: Finish<'_>,
+) -> sqlx::Result<bool> {
     let result = sqlx::query(
         "UPDATE tasks SET status = $2, iterations = $3, answer = $4, error = $5, \
                           fail_reason = $6, finished_at = now(), updated_at = now(), \
                           lease_owner = NULL, lease_until = NULL \
-         WHERE task_id = $1 AND status IN ('pending', 'running')",
+         WHERE task_id = $1 AND status = 'running' AND lease_owner = $7",
     )
     .bind(task_id)
     .bind(end.status)
@@ -238,6 +248,7 @@ pub async fn finish(conn: &mut PgConnection, task_id: Uuid, end: Finish<'_>) -> 
     .bind(end.answer)
     .bind(end.error)
     .bind(end.fail_reason)
+    .bind(owner)
     .execute(conn)
     .await?;
     Ok(result.rows_affected() == 1)

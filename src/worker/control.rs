@@ -73,7 +73,12 @@ async fn listen(
         ..BasicConsumeOptions::default()
     };
     let mut consumer = channel
-        .basic_consume(queue.name().clone(), "".into(), options, FieldTable::default())
+        .basic_consume(
+            queue.name().clone(),
+            "".into(),
+            options,
+            FieldTable::default(),
+        )
         .await
         .context("consuming control messages")?;
     loop {
@@ -86,7 +91,11 @@ async fn listen(
             Some(Err(err)) => anyhow::bail!("control consumer failed: {err}"),
             None => anyhow::bail!("control consumer cancelled"),
         };
-        let kind = delivery.properties.kind().as_ref().map(|kind| kind.as_str());
+        let kind = delivery
+            .properties
+            .kind()
+            .as_ref()
+            .map(|kind| kind.as_str());
         if kind != Some("cancel") {
             continue;
         }

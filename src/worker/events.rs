@@ -2,6 +2,8 @@
 //! stores them in `events` inside the step's transaction, then publishes them (confirmed)
 //! to the events fanout exchange once the transaction has committed.
 
+use std::collections::VecDeque;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -33,7 +35,11 @@ pub struct EventLog {
     task_id: Uuid,
     agent_id: Option<Uuid>,
     last_seq: i64,
+    /// Produced, not stored yet.
     pending: Vec<Event>,
+    /// Stored (committed), not published yet: a broker outage leaves them here, in order,
+    /// and they go out first at the next publish.
+    unpublished: VecDeque<Event>,
 }
 
 impl EventLog {
@@ -44,6 +50,7 @@ impl EventLog {
             agent_id,
             last_seq,
             pending: Vec::new(),
+            unpublished: VecDeque::new(),
         }
     }
 
@@ -182,24 +189,55 @@ impl EventLog {
         Ok(())
     }
 
-    /// Publishes the pending events (after their transaction committed) and forgets them.
-    /// A publish failure is logged, not fatal: the events are in `events` already.
-    pub async fn publish(&mut self, publisher: &Publisher, exchange: &str) {
-        for event in self.pending.drain(..) {
-            let body = serde_json::to_vec(&event).unwrap_or_default();
-            if let Err(err) = publisher
-                .publish_event(
-                    exchange,
-                    event.event_type,
-                    event.event_id,
-                    event.task_id,
-                    &body,
-                )
-                .await
-            {
-                tracing::warn!(seq = event.seq, event_type = event.event_type, error = %format!("{err:#}"),
-                    "event stored but not published");
+    /// Publishes the events whose transaction committed, oldest first. A publish failure
+    /// is logged, not fatal: the events are in `events` already, and the unpublished ones are
+    /// retried, in order, at the next publish. Returns whether everything went out.
+    pub async fn publish(&mut self, publisher: &Publisher, exchange: &str) -> bool {
+        self.unpublished.extend(
+            self.pending
+                .drain(..)
+                .inspect(crate::metrics::observe_event),
+        );
+        while let Some(event) = self.unpublished.front() {
+            let body = serde_json::to_vec(event).unwrap_or_default();
+            let publish = publisher.publish_event(
+                exchange,
+                event.event_type,
+                event.event_id,
+                event.task_id,
+                &body,
+            );
+            let sent = crate::metrics::time_publish(publish).await;
+            if let Err(err) = sent {
+                tracing::warn!(seq = event.seq, unpublished = self.unpublished.len(),
+                    error = %format!("{err:#}"), "events stored but not published yet");
+                return false;
             }
+            self.unpublished.pop_front();
+        }
+        true
+    }
+
+    /// After the task's end: keeps trying to publish what is left for up to `patience`
+    /// (the broker may be restarting). What still fails stays replayable from `events`.
+    pub async fn publish_remaining(
+        &mut self,
+        publisher: &Publisher,
+        exchange: &str,
+        patience: std::time::Duration,
+    ) {
+        let give_up = tokio::time::Instant::now() + patience;
+        let mut delay = std::time::Duration::from_millis(100);
+        while !self.publish(publisher, exchange).await {
+            if tokio::time::Instant::now() + delay > give_up {
+                tracing::error!(
+                    unpublished = self.unpublished.len(),
+                    "giving up publishing; the events stay in the events table"
+                );
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(std::time::Duration::from_secs(5));
         }
     }
 }

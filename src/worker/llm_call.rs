@@ -31,6 +31,7 @@ impl TaskRun<'_> {
                 messages: &call.messages,
                 tools: &self.tool_specs,
                 stream: self.stream,
+                on_delta: None,
             };
             let started = Instant::now();
             let result = match self.stops.guard(self.deps.llm.chat(request)).await {
@@ -79,8 +80,13 @@ impl TaskRun<'_> {
     ) {
         let (status, usage, error) = match result {
             Ok(reply) => ("200".to_owned(), reply.usage, None),
-            Err(error) => (error.label.clone(), Default::default(), Some(error.to_string())),
+            Err(error) => (
+                error.label.clone(),
+                Default::default(),
+                Some(error.to_string()),
+            ),
         };
+        crate::metrics::observe_llm_attempt(&status, latency_ms, &usage);
         self.llm_rows.push(LlmCallRow {
             task_id: self.task_id(),
             trace_id: call.trace_id,

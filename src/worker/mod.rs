@@ -39,12 +39,13 @@ pub use deps::WorkerDeps;
 /// Builds the worker's dependencies from settings: database (created and migrated), broker
 /// (topology declared), LLM client, tools and prompt.
 pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
-    let template_text = std::fs::read_to_string(&settings.worker.prompt_path).with_context(|| {
-        format!(
-            "reading the prompt template {}",
-            settings.worker.prompt_path.display()
-        )
-    })?;
+    let template_text =
+        std::fs::read_to_string(&settings.worker.prompt_path).with_context(|| {
+            format!(
+                "reading the prompt template {}",
+                settings.worker.prompt_path.display()
+            )
+        })?;
     let template = PromptTemplate::new(template_text).context("invalid prompt template")?;
     let pool = crate::store::prepare(&settings.database.url, settings.pool_size()).await?;
     let publisher = amqp::connect_declared(settings).await?;
@@ -53,7 +54,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         pool,
         publisher,
         llm: Arc::new(llm),
-        tools: Arc::new(ToolRegistry::builtin()),
+        tools: Arc::new(ToolRegistry::from_settings(&settings.tools).await?),
         template: Arc::new(template),
         retry: settings.llm.retry.clone(),
         names: settings.amqp.clone(),
@@ -70,6 +71,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
 /// tasks `worker.shutdown_grace_secs` to finish, and requeues the rest (resumable).
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let deps = connect(&settings).await?;
+    let _sidecars = crate::ops::start(&settings, &deps, &shutdown).await?;
     let broker = Arc::clone(deps.publisher.broker());
     serve(deps, &settings, shutdown).await;
     broker.close().await;
@@ -94,7 +96,9 @@ pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: Cancellation
     while let Some(channel) = broker.channel_with_retry(&shutdown).await {
         match consume(&deps, &running, &tracker, &channel, settings, &shutdown).await {
             Ok(()) => break,
-            Err(err) => tracing::warn!(error = %format!("{err:#}"), "task consumer lost; reconnecting"),
+            Err(err) => {
+                tracing::warn!(error = %format!("{err:#}"), "task consumer lost; reconnecting")
+            }
         }
     }
     tracing::info!("shutting down: no new tasks, draining in-flight ones");
@@ -158,13 +162,20 @@ async fn process(
     delivery: Delivery,
     shutdown: &CancellationToken,
 ) {
+    let _in_flight = crate::metrics::track_in_flight();
     let content_type = delivery
         .properties
         .content_type()
         .as_ref()
         .map(|kind| kind.as_str().to_owned());
-    let handled =
-        delivery::handle(deps, running, &delivery.data, content_type.as_deref(), shutdown).await;
+    let handled = delivery::handle(
+        deps,
+        running,
+        &delivery.data,
+        content_type.as_deref(),
+        shutdown,
+    )
+    .await;
     let requeue = BasicNackOptions {
         requeue: true,
         ..BasicNackOptions::default()
@@ -176,10 +187,18 @@ async fn process(
             let names = &deps.names;
             let dead = deps
                 .publisher
-                .dead_letter(&names.dead_letter_queue, &delivery.data, &delivery.properties, &reason)
+                .dead_letter(
+                    &names.dead_letter_queue,
+                    &delivery.data,
+                    &delivery.properties,
+                    &reason,
+                )
                 .await;
             match dead {
-                Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
+                Ok(()) => {
+                    crate::metrics::observe_dead_letter();
+                    delivery.acker.ack(BasicAckOptions::default()).await
+                }
                 Err(err) => {
                     tracing::error!(error = %format!("{err:#}"), "dead-lettering failed; requeueing");
                     delivery.acker.nack(requeue).await

@@ -16,6 +16,9 @@ use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord}
 use crate::core::types::ToolSpec;
 use crate::store::{self, trace::LlmCallRow};
 
+/// How long a finished task keeps trying to publish its last events through a broker outage.
+const PUBLISH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// How a run stopped.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunEnd {
@@ -107,10 +110,17 @@ impl<'a> TaskRun<'a> {
                         },
                     }
                 }
-                Next::RunTools(calls) => match self.run_tools(&calls, deadline).await? {
-                    Ok(results) => self.machine.on_tool_results(results, Utc::now()),
-                    Err(interrupt) => return self.interrupted(interrupt).await,
-                },
+                Next::RunTools(calls) => {
+                    let span = tracing::info_span!(
+                        "recursion",
+                        trace_id = %self.machine.current_trace_id().unwrap_or_default(),
+                        iteration = self.machine.iteration()
+                    );
+                    match self.run_tools(&calls, deadline).instrument(span).await? {
+                        Ok(results) => self.machine.on_tool_results(results, Utc::now()),
+                        Err(interrupt) => return self.interrupted(interrupt).await,
+                    }
+                }
                 Next::Finished(outcome) => {
                     self.commit(Some(&outcome)).await?;
                     return Ok(RunEnd::Finished(outcome));
@@ -178,9 +188,17 @@ impl<'a> TaskRun<'a> {
         self.records.clear();
         self.llm_rows.clear();
         self.checkpoint = None;
-        self.log
-            .publish(&self.deps.publisher, &self.deps.names.events_exchange)
-            .await;
+        let (publisher, exchange) = (&self.deps.publisher, &self.deps.names.events_exchange);
+        match outcome {
+            None => {
+                self.log.publish(publisher, exchange).await;
+            }
+            Some(_) => {
+                self.log
+                    .publish_remaining(publisher, exchange, PUBLISH_PATIENCE)
+                    .await
+            }
+        }
         Ok(())
     }
 
@@ -200,11 +218,22 @@ impl<'a> TaskRun<'a> {
         if let Some(checkpoint) = checkpoint {
             let plan = serde_json::to_value(self.machine.plan())?;
             let iterations = self.machine.iteration();
-            store::tasks::update_progress(&mut tx, task_id, iterations, &plan, &checkpoint)
-                .await?;
+            let owner = self.deps.worker_id;
+            let held = store::tasks::update_progress(
+                &mut tx,
+                task_id,
+                owner,
+                iterations,
+                &plan,
+                &checkpoint,
+            )
+            .await?;
+            anyhow::ensure!(held, "lease lost: another worker has taken this task over");
         }
         if let Some(outcome) = outcome {
-            store::tasks::finish(&mut tx, task_id, terminal_fields(outcome)).await?;
+            let end = terminal_fields(outcome);
+            let held = store::tasks::finish(&mut tx, task_id, self.deps.worker_id, end).await?;
+            anyhow::ensure!(held, "lease lost before the task's end was committed");
         }
         self.log.store(&mut tx).await?;
         tx.commit().await?;

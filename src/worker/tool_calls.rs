@@ -21,7 +21,10 @@ impl TaskRun<'_> {
         calls: &[ToolCallRequest],
         deadline: Instant,
     ) -> anyhow::Result<Result<Vec<ToolCallResult>, Interrupt>> {
-        let (trace_id, iteration) = (self.machine.current_trace_id(), Some(self.machine.iteration()));
+        let (trace_id, iteration) = (
+            self.machine.current_trace_id(),
+            Some(self.machine.iteration()),
+        );
         for call in calls {
             let arguments = serde_json::from_str::<Value>(&call.arguments)
                 .unwrap_or_else(|_| Value::String(call.arguments.clone()));
@@ -38,13 +41,22 @@ impl TaskRun<'_> {
             .tool_timeout
             .min(deadline.saturating_duration_since(Instant::now()));
         let slots = Semaphore::new(self.deps.tool_concurrency);
-        let runs = join_all(calls.iter().map(|call| self.run_tool(call, timeout, &slots)));
+        let runs = join_all(
+            calls
+                .iter()
+                .map(|call| self.run_tool(call, timeout, &slots)),
+        );
         let results = match self.stops.guard(runs).await {
             Ok(results) => results,
             Err(interrupt) => return Ok(Err(interrupt)),
         };
         for result in &results {
-            self.log.push("tool.completed", trace_id, iteration, completed_data(result));
+            self.log.push(
+                "tool.completed",
+                trace_id,
+                iteration,
+                completed_data(result),
+            );
         }
         self.commit_step().await?;
         Ok(Ok(results))
@@ -69,7 +81,10 @@ impl TaskRun<'_> {
                     .unwrap_or_else(|_| Value::String(call.arguments.clone())),
                 success: false,
                 result: None,
-                error: Some(format!("tool call timed out after {} ms", timeout.as_millis())),
+                error: Some(format!(
+                    "tool call timed out after {} ms",
+                    timeout.as_millis()
+                )),
                 memo: None,
                 duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             },

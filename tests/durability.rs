@@ -1,0 +1,356 @@
+//! Nothing lost, nothing twice: the real `agentd worker` binary as a child process, killed,
+//! signalled, raced and cut off from its broker, against the local RabbitMQ and PostgreSQL.
+//! Each test names the invariant it checks.
+
+#[allow(dead_code)]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::harness::TestEnv;
+use support::process::WorkerProcess;
+use support::stateless_llm::StatelessLlm;
+use uuid::Uuid;
+
+/// Settings shared by these tests: a short lease so a dead worker's tasks come back fast.
+async fn env(llm: &StatelessLlm) -> TestEnv {
+    env_with_lease(llm, 2.0).await
+}
+
+async fn env_with_lease(llm: &StatelessLlm, lease_secs: f64) -> TestEnv {
+    let base_url = llm.base_url();
+    TestEnv::without_worker(move |s| {
+        s.llm.base_url = base_url;
+        s.worker.concurrency = 8;
+        s.worker.lease_secs = lease_secs;
+        s.worker.shutdown_grace_secs = 1;
+        s.worker.max_deliveries = 3;
+    })
+    .await
+}
+
+async fn count(env: &TestEnv, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(&env.pool)
+        .await
+        .expect(sql)
+}
+
+/// Invariant of every finished task: completed once, recursions 1..=n each written once,
+/// events numbered 1..m without a gap, one task.started, one terminal event and it is last.
+async fn assert_exactly_once(env: &TestEnv, task_id: Uuid, recursions: i32) {
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed", "{task_id}: {:?}", task.error);
+    let iterations: Vec<i32> = sqlx::query_scalar(
+        "SELECT iteration FROM recursions WHERE task_id = $1 ORDER BY iteration",
+    )
+    .bind(task_id)
+    .fetch_all(&env.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        iterations,
+        (1..=recursions).collect::<Vec<_>>(),
+        "{task_id}"
+    );
+    let events = env.stored_events(task_id).await;
+    for (index, event) in events.iter().enumerate() {
+        assert_eq!(
+            event["seq"],
+            Value::from(index + 1),
+            "{task_id}: gap at {index}"
+        );
+    }
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or(""))
+        .collect();
+    let terminal = ["task.completed", "task.failed", "task.cancelled"];
+    assert_eq!(
+        kinds.iter().filter(|k| terminal.contains(k)).count(),
+        1,
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&"task.completed"));
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "task.started").count(),
+        1,
+        "{kinds:?}"
+    );
+}
+
+async fn submit_all(env: &TestEnv, agent: Uuid, inputs: &[String]) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    for input in inputs {
+        ids.push(env.submit(agent, input).await);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn sigkill_mid_run_then_restart_loses_nothing_and_repeats_nothing() {
+    let llm = StatelessLlm::start().await;
+    let env = env(&llm).await;
+    let agent = env.agent(None, None).await;
+    let inputs: Vec<String> = (0..24)
+        .map(|i| format!("kill-{i} steps=5 delay_ms=40"))
+        .collect();
+    let ids = submit_all(&env, agent, &inputs).await;
+    let mut first = WorkerProcess::spawn(&env.settings, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&env, "SELECT count(*) FROM recursions").await < 40 {
+        assert!(Instant::now() < deadline, "no progress: {}", first.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.kill();
+    let unfinished = count(&env, "SELECT count(*) FROM tasks WHERE status = 'running'").await;
+    assert!(unfinished > 0, "the kill must catch tasks mid-run");
+    let second = WorkerProcess::spawn(&env.settings, &[]);
+    for (task_id, input) in ids.iter().zip(&inputs) {
+        assert_exactly_once(&env, *task_id, 6).await;
+        // Committed recursions are not asked again: at most the one cut by the kill is.
+        assert!(
+            llm.calls_for(input) <= 7,
+            "{input}: {} LLM calls",
+            llm.calls_for(input)
+        );
+    }
+    let resumed = count(
+        &env,
+        "SELECT count(*) FROM events WHERE type = 'task.resumed'",
+    )
+    .await;
+    assert!(
+        resumed > 0,
+        "some tasks were resumed from a checkpoint: {}",
+        second.log()
+    );
+    drop(second);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn sigterm_drains_and_leaves_unfinished_tasks_resumable() {
+    let llm = StatelessLlm::start().await;
+    let env = env(&llm).await;
+    let agent = env.agent(None, None).await;
+    let inputs: Vec<String> = (0..4)
+        .map(|i| format!("term-{i} steps=2 delay_ms=1500"))
+        .collect();
+    let ids = submit_all(&env, agent, &inputs).await;
+    let mut worker = WorkerProcess::spawn(&env.settings, &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count(&env, "SELECT count(*) FROM tasks WHERE status = 'running'").await < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "tasks never started: {}",
+            worker.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    worker.terminate();
+    let Some(status) = worker.wait(Duration::from_secs(10)).await else {
+        panic!("no exit 10 s after SIGTERM:\n{}", worker.log());
+    };
+    assert!(
+        status.success(),
+        "exit 0 after SIGTERM: {status:?}\n{}",
+        worker.log()
+    );
+    let failed = count(
+        &env,
+        "SELECT count(*) FROM tasks WHERE status IN ('failed', 'cancelled')",
+    )
+    .await;
+    assert_eq!(failed, 0, "SIGTERM never fails or cancels a task");
+    let held = count(
+        &env,
+        "SELECT count(*) FROM tasks WHERE lease_owner IS NOT NULL AND status = 'running'",
+    )
+    .await;
+    assert_eq!(held, 0, "unfinished tasks are released, not held");
+    let _next = WorkerProcess::spawn(&env.settings, &[]);
+    for task_id in ids {
+        assert_exactly_once(&env, task_id, 3).await;
+    }
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_redelivered_message_waits_for_its_live_holder() {
+    let llm = StatelessLlm::start().await;
+    // A lease long enough that a loaded machine never lets it lapse while its holder lives.
+    let env = env_with_lease(&llm, 15.0).await;
+    let agent = env.agent(None, None).await;
+    let _a = WorkerProcess::spawn(&env.settings, &[]);
+    let _b = WorkerProcess::spawn(&env.settings, &[]);
+    let input = "race steps=3 delay_ms=300";
+    let task_id = Uuid::now_v7();
+    let body =
+        serde_json::json!({"task_id": task_id, "agent_id": agent, "input": input}).to_string();
+    env.publish_raw(body.as_bytes()).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count(&env, "SELECT count(*) FROM recursions").await < 1 {
+        assert!(Instant::now() < deadline, "the task never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The same message again while the first holder runs it, as a redelivery after a
+    // connection blip would bring it: it must neither run twice nor be dropped early.
+    env.publish_raw(body.as_bytes()).await;
+    assert_exactly_once(&env, task_id, 4).await;
+    let attempts: Vec<(i32, i32, String)> = sqlx::query_as(
+        "SELECT iteration, attempt, status FROM llm_calls WHERE task_id = $1 ORDER BY id",
+    )
+    .bind(task_id)
+    .fetch_all(&env.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        llm.calls_for(input),
+        4,
+        "the LLM ran each recursion once: {attempts:?}\n{}\n{}",
+        _a.log(),
+        _b.log()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let channel = env.publisher.channel().await.unwrap();
+    let queue = channel
+        .queue_declare(
+            env.settings.amqp.tasks_queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(queue.message_count(), 0, "both deliveries were settled");
+    env.stop().await;
+}
+
+/// The broker's connection pids of the connections opened by process `pid`.
+fn connections_of(pid: u32) -> Vec<String> {
+    let output = Command::new("rabbitmqctl")
+        .args(["-q", "list_connections", "pid", "client_properties"])
+        .output()
+        .expect("rabbitmqctl");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.contains(&format!("{{\"connection_name\",\"agentd-{pid}\"}}")))
+        .filter_map(|line| line.split('\t').next().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_dropped_broker_connection_is_survived() {
+    let llm = StatelessLlm::start().await;
+    let env = env(&llm).await;
+    let agent = env.agent(None, None).await;
+    let inputs: Vec<String> = (0..6)
+        .map(|i| format!("drop-{i} steps=4 delay_ms=150"))
+        .collect();
+    let ids = submit_all(&env, agent, &inputs).await;
+    let worker = WorkerProcess::spawn(&env.settings, &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count(&env, "SELECT count(*) FROM recursions").await < 3 {
+        assert!(Instant::now() < deadline, "no progress: {}", worker.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let names = connections_of(worker.pid());
+    assert!(!names.is_empty(), "the worker's connection is listed");
+    for name in names {
+        let status = Command::new("rabbitmqctl")
+            .args(["-q", "close_connection", &name, "test: connection drop"])
+            .status()
+            .expect("rabbitmqctl close_connection");
+        assert!(status.success());
+    }
+    for task_id in ids {
+        assert_exactly_once(&env, task_id, 5).await;
+    }
+    let log = worker.log();
+    assert!(
+        log.contains("reconnect") || log.contains("unavailable"),
+        "{log}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn the_api_key_appears_nowhere() {
+    const KEY: &str = "sk-agentd-test-SECRET-4242";
+    let llm = StatelessLlm::start().await;
+    let env = env(&llm).await;
+    let agent = env.agent(None, None).await;
+    let ok = env.submit(agent, "secret-ok steps=1").await;
+    let denied = env.submit(agent, "secret-denied status=401").await;
+    let worker = WorkerProcess::spawn(
+        &env.settings,
+        &[("AGENTD__LLM__API_KEY", KEY), ("RUST_LOG", "debug")],
+    );
+    assert_exactly_once(&env, ok, 2).await;
+    let failed = env.wait_terminal(denied).await;
+    assert_eq!(failed.fail_reason.as_deref(), Some("llm_error"));
+    assert!(
+        llm.authorizations()
+            .iter()
+            .all(|auth| auth.as_deref() == Some(&format!("Bearer {KEY}")))
+    );
+    let dump: String = sqlx::query_scalar(
+        "SELECT concat_ws(' ', (SELECT string_agg(t::text, ' ') FROM tasks t), \
+                (SELECT string_agg(r::text, ' ') FROM recursions r), \
+                (SELECT string_agg(l::text, ' ') FROM llm_calls l), \
+                (SELECT string_agg(e::text, ' ') FROM events e))",
+    )
+    .fetch_one(&env.pool)
+    .await
+    .unwrap();
+    assert!(dump.contains("scripted 401"), "the dump covers the failure");
+    assert!(!dump.contains(KEY), "the key is in the tables");
+    let log = worker.log();
+    assert!(
+        log.contains("scripted 401"),
+        "the log covers the failure: {log}"
+    );
+    assert!(!log.contains(KEY), "the key is in the log");
+    drop(worker);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_that_keeps_killing_workers_is_dead_lettered() {
+    let llm = StatelessLlm::start().await;
+    let env = env(&llm).await;
+    let agent = env.agent(None, None).await;
+    let input = "crash-loop steps=1 delay_ms=30000";
+    let task_id = env.submit(agent, input).await;
+    // Each worker takes the task, asks the LLM, and dies: delivery after delivery, until the
+    // broker dead-letters the message (x-delivery-limit = max_deliveries = 3).
+    let mut rounds = 0;
+    let dead = loop {
+        if let Some(dead) = env.dead_letter_now().await {
+            break dead;
+        }
+        rounds += 1;
+        assert!(rounds <= 6, "never dead-lettered");
+        let mut worker = WorkerProcess::spawn(&env.settings, &[]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while llm.calls_for(input) < rounds {
+            if Instant::now() > deadline {
+                panic!("round {rounds}: no LLM call\n{}", worker.log());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        worker.kill();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let message: Value = serde_json::from_slice(&dead.0).unwrap();
+    assert_eq!(message["task_id"], Value::from(task_id.to_string()));
+    // Delivered once, then redelivered up to the limit: four deliveries, never a fifth.
+    assert_eq!(rounds, 4, "bounded by the delivery limit");
+    assert_eq!(llm.calls_for(input), 4);
+    env.stop().await;
+}
