@@ -11,6 +11,9 @@ use crate::core::retry::RetryPolicy;
 use crate::llm::LlmSettings;
 use crate::llm::secret::Secret;
 
+mod ops;
+pub use ops::{McpServerSettings, McpTransport, MetricsSettings, RetentionSettings, ToolsSettings};
+
 /// Everything the binary can be configured with.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
@@ -19,6 +22,18 @@ pub struct Settings {
     pub llm: LlmConfig,
     pub worker: WorkerSettings,
     pub log: LogSettings,
+    /// The `[limits]` section: the context budget and trimming of every task.
+    #[serde(default)]
+    pub limits: crate::core::limits::Limits,
+    /// `[tools]`: call limits and MCP servers (optional section).
+    #[serde(default)]
+    pub tools: ToolsSettings,
+    /// `[metrics]`: the /metrics, /healthz and /readyz listener (optional section).
+    #[serde(default)]
+    pub metrics: MetricsSettings,
+    /// `[retention]`: the worker's periodic prune (optional section).
+    #[serde(default)]
+    pub retention: RetentionSettings,
 }
 
 /// RabbitMQ connection and topology names (CONTRACT §2–3).
@@ -155,6 +170,9 @@ impl Settings {
             self.worker.max_message_bytes > 0,
             "worker.max_message_bytes must be > 0"
         );
+        self.tools.validate()?;
+        self.metrics.address()?;
+        self.retention.validate()?;
         Ok(())
     }
 

@@ -13,6 +13,8 @@ pub struct Agent {
     pub max_iteration: i32,
     /// Granted tool names; `None` means every built-in tool.
     pub tools: Option<Vec<String>>,
+    /// This agent's context budget in estimated tokens; `None` uses the global one.
+    pub context_budget_tokens: Option<i32>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -45,7 +47,7 @@ pub async fn create(pool: &PgPool, agent: &NewAgent) -> sqlx::Result<Uuid> {
 /// Looks an agent up by id.
 pub async fn get(pool: &PgPool, agent_id: Uuid) -> sqlx::Result<Option<Agent>> {
     sqlx::query_as::<_, Agent>(
-        "SELECT agent_id, name, model, max_iteration, tools, created_at \
+        "SELECT agent_id, name, model, max_iteration, tools, context_budget_tokens, created_at \
          FROM agents WHERE agent_id = $1",
     )
     .bind(agent_id)
@@ -56,7 +58,7 @@ pub async fn get(pool: &PgPool, agent_id: Uuid) -> sqlx::Result<Option<Agent>> {
 /// Every agent, oldest first.
 pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<Agent>> {
     sqlx::query_as::<_, Agent>(
-        "SELECT agent_id, name, model, max_iteration, tools, created_at \
+        "SELECT agent_id, name, model, max_iteration, tools, context_budget_tokens, created_at \
          FROM agents ORDER BY created_at, agent_id",
     )
     .fetch_all(pool)

@@ -254,6 +254,40 @@ pub async fn finish(
     Ok(result.rows_affected() == 1)
 }
 
+/// The earlier turns of a conversation (tasks with the same conversation_id created before
+/// `task_id`), the newest `limit` of them, oldest first.
+pub async fn conversation_turns(
+    pool: &PgPool,
+    conversation_id: Uuid,
+    task_id: Uuid,
+    limit: i64,
+) -> sqlx::Result<Vec<crate::core::machine::ConversationTurn>> {
+    let rows: Vec<(Uuid, Option<String>, Option<String>, String)> = sqlx::query_as(
+        "SELECT task_id, input, answer, status FROM ( \
+             SELECT task_id, input, answer, status, created_at FROM tasks \
+             WHERE conversation_id = $1 AND task_id <> $2 \
+               AND created_at <= (SELECT created_at FROM tasks WHERE task_id = $2) \
+             ORDER BY created_at DESC LIMIT $3) AS recent \
+         ORDER BY created_at",
+    )
+    .bind(conversation_id)
+    .bind(task_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(task_id, input, answer, status)| crate::core::machine::ConversationTurn {
+                task_id,
+                input: input.unwrap_or_default(),
+                answer,
+                status,
+            },
+        )
+        .collect())
+}
+
 /// An agent's history, oldest first (CONTRACT §4's second query).
 pub async fn list_for_agent(
     pool: &PgPool,

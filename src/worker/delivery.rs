@@ -16,7 +16,7 @@ use super::events::EventLog;
 use super::intake::{Rejection, TaskSpec, parse_task};
 use super::interrupt::Stops;
 use super::task_run::{RunEnd, TaskRun};
-use crate::core::machine::{FailReason, Limits, Machine, TaskInfo};
+use crate::core::machine::{FailReason, Machine, TaskInfo};
 use crate::store::{self, agents::Agent, tasks::Claim, tasks::NewTask};
 
 /// What to do with a delivery once it has been handled.
@@ -203,7 +203,13 @@ async fn take(
         let claim =
             store::tasks::claim(&deps.pool, spec.task_id, deps.worker_id, deps.lease_secs).await?;
         match claim {
-            Claim::Fresh => return Ok(Some(fresh(spec, agent))),
+            Claim::Fresh => {
+                return Ok(Some(fresh(
+                    task_info(deps, spec, agent).await?,
+                    spec,
+                    agent,
+                )));
+            }
             Claim::Resume(checkpoint) => {
                 return resume(deps, spec, agent, checkpoint).await.map(Some);
             }
@@ -233,21 +239,44 @@ fn new_task(spec: &TaskSpec) -> NewTask<'_> {
     }
 }
 
-fn task_info(spec: &TaskSpec, agent: &Agent) -> TaskInfo {
-    TaskInfo {
+/// Earlier turns of a conversation shown to a new turn (the core shortens them further).
+const CONVERSATION_TURNS: i64 = 5;
+
+/// What the core needs to know about the task: input, budget, limits, earlier turns.
+async fn task_info(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> sqlx::Result<TaskInfo> {
+    let conversation = match spec.conversation_id {
+        Some(conversation_id) => {
+            store::tasks::conversation_turns(
+                &deps.pool,
+                conversation_id,
+                spec.task_id,
+                CONVERSATION_TURNS,
+            )
+            .await?
+        }
+        None => Vec::new(),
+    };
+    let mut limits = deps.limits.clone();
+    if let Some(budget) = agent
+        .context_budget_tokens
+        .and_then(|b| u32::try_from(b).ok())
+    {
+        limits.context_budget_tokens = budget;
+    }
+    Ok(TaskInfo {
         task_id: spec.task_id,
         agent_id: agent.agent_id,
         objective: spec.input.clone(),
         constraints: spec.constraints.clone(),
         max_iteration: u32::try_from(agent.max_iteration).unwrap_or(1).max(1),
         created_at: Utc::now(),
-        limits: Limits::default(),
-        conversation: Vec::new(),
-    }
+        limits,
+        conversation,
+    })
 }
 
-fn fresh(spec: &TaskSpec, agent: &Agent) -> (Machine, EventLog) {
-    let machine = Machine::new(task_info(spec, agent));
+fn fresh(info: TaskInfo, spec: &TaskSpec, agent: &Agent) -> (Machine, EventLog) {
+    let machine = Machine::new(info);
     let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), 0);
     log.push(
         "task.started",
@@ -267,12 +296,12 @@ async fn resume(
 ) -> anyhow::Result<(Machine, EventLog)> {
     let last_seq = store::events::last_seq(&deps.pool, spec.task_id).await?;
     if last_seq == 0 {
-        return Ok(fresh(spec, agent));
+        return Ok(fresh(task_info(deps, spec, agent).await?, spec, agent));
     }
     let machine = match checkpoint.map(serde_json::from_value::<Machine>) {
         Some(Ok(machine)) => machine,
         Some(Err(err)) => anyhow::bail!("unreadable checkpoint: {err}"),
-        None => Machine::new(task_info(spec, agent)),
+        None => Machine::new(task_info(deps, spec, agent).await?),
     };
     tracing::info!(task_id = %spec.task_id, iteration = machine.iteration(), "resuming task");
     Ok((

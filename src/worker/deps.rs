@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use crate::amqp::Publisher;
 use crate::config::AmqpSettings;
+use crate::core::limits::Limits;
 use crate::core::prompt::PromptTemplate;
 use crate::core::retry::RetryPolicy;
 use crate::ports::Llm;
@@ -36,4 +37,6 @@ pub struct WorkerDeps {
     pub tool_timeout: Duration,
     /// Timeout of one recursion (LLM call with retries, then tools).
     pub recursion_timeout: Duration,
+    /// The global request limits (an agent may override the context budget).
+    pub limits: Limits,
 }

@@ -2,7 +2,10 @@
 //! `llm.retry` event, waits follow the core's retry policy (backon's exponential sequence,
 //! or the provider's Retry-After), and a cancel cuts an attempt or a wait at once.
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
 
 use serde_json::json;
 
@@ -11,8 +14,13 @@ use super::task_run::TaskRun;
 use crate::core::machine::LlmCall;
 use crate::core::retry::RetryDecision;
 use crate::core::types::LlmReply;
-use crate::ports::LlmRequest;
+use crate::ports::{LlmError, LlmRequest};
 use crate::store::trace::LlmCallRow;
+
+/// Streamed tokens are published at least this often while they arrive...
+const DELTA_FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// ...or as soon as this many bytes are waiting.
+const DELTA_FLUSH_BYTES: usize = 1024;
 
 /// The reply, or the error that ends the task (retries exhausted or not retryable).
 pub type LlmResult = Result<LlmReply, String>;
@@ -26,15 +34,8 @@ impl TaskRun<'_> {
         let mut retries = 0u32;
         loop {
             let attempt = retries + 1;
-            let request = LlmRequest {
-                model: &self.model,
-                messages: &call.messages,
-                tools: &self.tool_specs,
-                stream: self.stream,
-                on_delta: None,
-            };
             let started = Instant::now();
-            let result = match self.stops.guard(self.deps.llm.chat(request)).await {
+            let result = match self.attempt(call, attempt).await? {
                 Ok(result) => result,
                 Err(interrupt) => return Ok(Err(interrupt)),
             };
@@ -68,6 +69,70 @@ impl TaskRun<'_> {
                 }
             }
         }
+    }
+
+    /// One attempt. With `stream`, the tokens are published as `llm.delta` events while they
+    /// arrive, batched by time and size so that a token is not an AMQP message each.
+    async fn attempt(
+        &mut self,
+        call: &LlmCall,
+        attempt: u32,
+    ) -> anyhow::Result<Result<Result<LlmReply, LlmError>, Interrupt>> {
+        let (deps, stops) = (self.deps, self.stops.clone());
+        let (model, tools) = (self.model.clone(), Arc::clone(&self.tool_specs));
+        let (sender, mut deltas) = mpsc::unbounded_channel::<String>();
+        let on_delta = move |text: &str| {
+            let _ = sender.send(text.to_owned());
+        };
+        let request = LlmRequest {
+            model: &model,
+            messages: &call.messages,
+            tools: &tools,
+            stream: self.stream,
+            on_delta: self.stream.then_some(&on_delta as _),
+        };
+        let chat = stops.guard(deps.llm.chat(request));
+        tokio::pin!(chat);
+        let mut pending = String::new();
+        let mut tick = tokio::time::interval(DELTA_FLUSH_EVERY);
+        loop {
+            tokio::select! {
+                result = &mut chat => {
+                    while let Ok(text) = deltas.try_recv() {
+                        pending.push_str(&text);
+                    }
+                    self.publish_delta(call, attempt, &mut pending).await?;
+                    return Ok(result);
+                }
+                Some(text) = deltas.recv() => {
+                    pending.push_str(&text);
+                    if pending.len() >= DELTA_FLUSH_BYTES {
+                        self.publish_delta(call, attempt, &mut pending).await?;
+                    }
+                }
+                _ = tick.tick() => self.publish_delta(call, attempt, &mut pending).await?,
+            }
+        }
+    }
+
+    /// Commits and publishes the buffered tokens as one `llm.delta` event, if any.
+    async fn publish_delta(
+        &mut self,
+        call: &LlmCall,
+        attempt: u32,
+        pending: &mut String,
+    ) -> anyhow::Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let content = std::mem::take(pending);
+        self.log.push(
+            "llm.delta",
+            Some(call.trace_id),
+            Some(call.iteration),
+            json!({"content": content, "attempt": attempt}),
+        );
+        self.commit_step().await
     }
 
     /// Keeps the attempt's `llm_calls` row for the next commit.

@@ -64,6 +64,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         tool_concurrency: settings.worker.tool_concurrency.max(1),
         tool_timeout: Duration::from_millis(settings.worker.tool_timeout_ms),
         recursion_timeout: Duration::from_millis(settings.worker.recursion_timeout_ms),
+        limits: settings.limits.clone(),
     })
 }
 

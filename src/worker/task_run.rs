@@ -3,6 +3,8 @@
 //! LLM attempts, checkpoint and events in one transaction) before publishing its events.
 //! A database outage pauses the task (the commit is retried) instead of failing it.
 
+use std::sync::Arc;
+
 use chrono::Utc;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -35,7 +37,7 @@ pub struct TaskRun<'a> {
     pub(super) log: EventLog,
     pub(super) model: String,
     pub(super) granted: Option<Vec<String>>,
-    pub(super) tool_specs: Vec<ToolSpec>,
+    pub(super) tool_specs: Arc<[ToolSpec]>,
     pub(super) stream: bool,
     pub(super) stops: Stops,
     /// LLM attempts not committed yet (written with the next step).
@@ -57,7 +59,7 @@ impl<'a> TaskRun<'a> {
         stream: bool,
         stops: Stops,
     ) -> Self {
-        let tool_specs = deps.tools.specs_for(granted.as_deref());
+        let tool_specs = deps.tools.specs_for(granted.as_deref()).into();
         Self {
             deps,
             machine,

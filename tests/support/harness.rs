@@ -60,6 +60,27 @@ impl TestEnv {
         env
     }
 
+    /// Like [`TestEnv::start_with`], the worker also offering the tools of `extra` (a tool
+    /// source written for the test, e.g. slow or verbose tools), granted by default.
+    pub async fn start_with_tools(
+        adjust: impl FnOnce(&mut Settings),
+        extra: std::sync::Arc<dyn agentd::ports::ToolSource>,
+    ) -> Self {
+        let mut env = Self::without_worker(adjust).await;
+        let mut deps = agentd::worker::connect(&env.settings)
+            .await
+            .expect("worker deps");
+        let mut tools = agentd::tools::ToolRegistry::builtin();
+        tools.add(extra, "test", true);
+        deps.tools = std::sync::Arc::new(tools);
+        let (settings, shutdown) = (env.settings.clone(), env.shutdown.clone());
+        env.worker = Some(tokio::spawn(async move {
+            agentd::worker::serve(deps, &settings, shutdown).await;
+            Ok(())
+        }));
+        env
+    }
+
     /// The database, broker names and fake LLM, but no worker: the test runs its own (for
     /// example the real binary as a child process, see `process.rs`).
     pub async fn without_worker(adjust: impl FnOnce(&mut Settings)) -> Self {
