@@ -258,7 +258,10 @@ async fn a_long_task_with_big_outputs_stays_within_budget() {
     env.stop().await;
 }
 
-fn trace_of(rows: &[(i32, Option<String>, String, String, String, String)]) -> Vec<String> {
+/// A recursion row: iteration, action_type, status, observe, thought, abstract.
+type TraceRow = (i32, Option<String>, String, String, String, String);
+
+fn trace_of(rows: &[TraceRow]) -> Vec<String> {
     rows.iter()
         .map(|r| format!("{}|{:?}|{}|{}|{}|{}", r.0, r.1, r.2, r.3, r.4, r.5))
         .collect()
@@ -285,10 +288,7 @@ async fn run_script(
     (task_id, events)
 }
 
-async fn trace_rows(
-    env: &TestEnv,
-    task_id: Uuid,
-) -> Vec<(i32, Option<String>, String, String, String, String)> {
+async fn trace_rows(env: &TestEnv, task_id: Uuid) -> Vec<TraceRow> {
     sqlx::query_as(
         "SELECT iteration, action_type, status, observe, thought, abstract FROM recursions \
          WHERE task_id = $1 ORDER BY iteration",
