@@ -101,26 +101,59 @@ impl Publisher {
         Ok(())
     }
 
-    /// Publishes one progress event to the events fanout exchange (CONTRACT §3).
-    pub async fn publish_event(
+    /// Publishes several progress events with their confirms awaited together (pipelined,
+    /// in order). On failure, the error carries how many, from the first, the broker
+    /// confirmed, so that the caller retries only the rest.
+    pub async fn publish_events(
         &self,
         exchange: &str,
-        event_type: &str,
-        event_id: Uuid,
-        task_id: Uuid,
-        payload: &[u8],
-    ) -> anyhow::Result<()> {
-        let mut headers = FieldTable::default();
-        headers.insert(
-            "task_id".into(),
-            AMQPValue::LongString(task_id.to_string().into()),
-        );
-        let properties = BasicProperties::default()
-            .with_content_type("application/json".into())
-            .with_type(event_type.into())
-            .with_message_id(event_id.to_string().into())
-            .with_headers(headers);
-        self.publish(exchange, "", payload, properties).await
+        events: &[OutgoingEvent<'_>],
+    ) -> Result<(), PartialPublish> {
+        let channel = match self.channel().await {
+            Ok(channel) => channel,
+            Err(error) => {
+                return Err(PartialPublish {
+                    confirmed: 0,
+                    error,
+                });
+            }
+        };
+        let mut confirms = Vec::with_capacity(events.len());
+        for event in events {
+            let sent = channel
+                .basic_publish(
+                    exchange.into(),
+                    "".into(),
+                    BasicPublishOptions::default(),
+                    event.body,
+                    event_properties(event.event_type, event.event_id, event.task_id),
+                )
+                .await;
+            match sent {
+                Ok(confirm) => confirms.push(confirm),
+                Err(err) => {
+                    *self.channel.lock().await = None;
+                    let confirmed = await_confirms(confirms).await.unwrap_or(0);
+                    let error = anyhow::Error::new(err).context("publishing");
+                    return Err(PartialPublish { confirmed, error });
+                }
+            }
+        }
+        let count = confirms.len();
+        match await_confirms(confirms).await {
+            Ok(confirmed) if confirmed == count => Ok(()),
+            Ok(confirmed) => Err(PartialPublish {
+                confirmed,
+                error: anyhow::anyhow!("the broker nacked an event"),
+            }),
+            Err(error) => {
+                *self.channel.lock().await = None;
+                Err(PartialPublish {
+                    confirmed: 0,
+                    error,
+                })
+            }
+        }
     }
 
     /// Publishes a task message to the tasks queue through the default exchange.
@@ -146,4 +179,49 @@ impl Publisher {
         let properties = original.clone().with_headers(headers);
         self.publish("", queue, payload, properties).await
     }
+}
+
+/// One event to publish: its JSON body and the properties CONTRACT §3 names.
+#[derive(Debug, Clone, Copy)]
+pub struct OutgoingEvent<'a> {
+    pub event_type: &'a str,
+    pub event_id: Uuid,
+    pub task_id: Uuid,
+    pub body: &'a [u8],
+}
+
+/// Persistent JSON, AMQP `type` = the event type, `message_id` = event_id, header task_id.
+fn event_properties(event_type: &str, event_id: Uuid, task_id: Uuid) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "task_id".into(),
+        AMQPValue::LongString(task_id.to_string().into()),
+    );
+    BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_type(event_type.into())
+        .with_message_id(event_id.to_string().into())
+        .with_headers(headers)
+        .with_delivery_mode(PERSISTENT)
+}
+
+/// Awaits confirms in order; the number acknowledged before the first nack or error.
+async fn await_confirms(confirms: Vec<lapin::PublisherConfirm>) -> anyhow::Result<usize> {
+    let mut acked = 0;
+    for confirm in confirms {
+        let confirmation = confirm.await.context("waiting for a publisher confirm")?;
+        if !confirmation.is_ack() {
+            break;
+        }
+        acked += 1;
+    }
+    Ok(acked)
+}
+
+/// A batch publish that stopped part way.
+#[derive(Debug)]
+pub struct PartialPublish {
+    /// Events confirmed, counted from the first.
+    pub confirmed: usize,
+    pub error: anyhow::Error,
 }

@@ -38,6 +38,31 @@ pub async fn insert(
     Ok(())
 }
 
+/// Inserts a task's events in one statement; `payloads` are JSON texts.
+pub async fn insert_many(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    seqs: &[i64],
+    event_ids: &[Uuid],
+    types: &[&str],
+    payloads: &[&str],
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO events (task_id, seq, event_id, type, payload) \
+         SELECT $1, seq, event_id, type, payload::jsonb \
+         FROM UNNEST($2::bigint[], $3::uuid[], $4::text[], $5::text[]) \
+              AS batch (seq, event_id, type, payload)",
+    )
+    .bind(task_id)
+    .bind(seqs)
+    .bind(event_ids)
+    .bind(types)
+    .bind(payloads)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// The highest seq stored for a task (0 when it has none).
 pub async fn last_seq(pool: &PgPool, task_id: Uuid) -> sqlx::Result<i64> {
     let seq: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM events WHERE task_id = $1")

@@ -11,6 +11,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::amqp::Publisher;
+use crate::amqp::publisher::OutgoingEvent;
 use crate::core::machine::{DomainEvent, Outcome, RecursionRecord};
 use crate::store;
 
@@ -36,10 +37,17 @@ pub struct EventLog {
     agent_id: Option<Uuid>,
     last_seq: i64,
     /// Produced, not stored yet.
-    pending: Vec<Event>,
+    pending: Vec<Encoded>,
     /// Stored (committed), not published yet: a broker outage leaves them here, in order,
     /// and they go out first at the next publish.
-    unpublished: VecDeque<Event>,
+    unpublished: VecDeque<Encoded>,
+}
+
+/// An event with its JSON text, serialized once for both the table and the broker.
+#[derive(Debug)]
+struct Encoded {
+    event: Event,
+    json: String,
 }
 
 impl EventLog {
@@ -63,7 +71,7 @@ impl EventLog {
         data: Value,
     ) {
         self.last_seq += 1;
-        self.pending.push(Event {
+        let event = Event {
             event_id: Uuid::now_v7(),
             task_id: self.task_id,
             agent_id: self.agent_id,
@@ -73,7 +81,9 @@ impl EventLog {
             iteration,
             ts: Utc::now(),
             data,
-        });
+        };
+        let json = serde_json::to_string(&event).unwrap_or_default();
+        self.pending.push(Encoded { event, json });
     }
 
     /// Appends the events of the core's domain events.
@@ -172,50 +182,55 @@ impl EventLog {
         self.last_seq
     }
 
-    /// Stores the pending events inside the caller's transaction.
+    /// Stores the pending events inside the caller's transaction (one statement).
     pub async fn store(&self, conn: &mut PgConnection) -> sqlx::Result<()> {
-        for event in &self.pending {
-            let payload = serde_json::to_value(event).unwrap_or(Value::Null);
-            store::events::insert(
-                conn,
-                event.task_id,
-                event.seq,
-                event.event_id,
-                event.event_type,
-                &payload,
-            )
-            .await?;
+        if self.pending.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let seqs: Vec<i64> = self.pending.iter().map(|e| e.event.seq).collect();
+        let ids: Vec<Uuid> = self.pending.iter().map(|e| e.event.event_id).collect();
+        let types: Vec<&str> = self.pending.iter().map(|e| e.event.event_type).collect();
+        let payloads: Vec<&str> = self.pending.iter().map(|e| e.json.as_str()).collect();
+        store::events::insert_many(conn, self.task_id, &seqs, &ids, &types, &payloads).await
     }
 
-    /// Publishes the events whose transaction committed, oldest first. A publish failure
-    /// is logged, not fatal: the events are in `events` already, and the unpublished ones are
-    /// retried, in order, at the next publish. Returns whether everything went out.
+    /// Publishes the events whose transaction committed, oldest first, confirms awaited
+    /// together. A publish failure is logged, not fatal: the events are in `events`
+    /// already, and the unpublished ones are retried, in order, at the next publish.
+    /// Returns whether everything went out.
     pub async fn publish(&mut self, publisher: &Publisher, exchange: &str) -> bool {
-        self.unpublished.extend(
-            self.pending
-                .drain(..)
-                .inspect(crate::metrics::observe_event),
-        );
-        while let Some(event) = self.unpublished.front() {
-            let body = serde_json::to_vec(event).unwrap_or_default();
-            let publish = publisher.publish_event(
-                exchange,
-                event.event_type,
-                event.event_id,
-                event.task_id,
-                &body,
-            );
-            let sent = crate::metrics::time_publish(publish).await;
-            if let Err(err) = sent {
-                tracing::warn!(seq = event.seq, unpublished = self.unpublished.len(),
-                    error = %format!("{err:#}"), "events stored but not published yet");
-                return false;
-            }
-            self.unpublished.pop_front();
+        for encoded in self.pending.drain(..) {
+            crate::metrics::observe_event(&encoded.event);
+            self.unpublished.push_back(encoded);
         }
-        true
+        if self.unpublished.is_empty() {
+            return true;
+        }
+        let batch: Vec<OutgoingEvent<'_>> = self
+            .unpublished
+            .iter()
+            .map(|e| OutgoingEvent {
+                event_type: e.event.event_type,
+                event_id: e.event.event_id,
+                task_id: e.event.task_id,
+                body: e.json.as_bytes(),
+            })
+            .collect();
+        let sent = crate::metrics::time_publish(publisher.publish_events(exchange, &batch)).await;
+        drop(batch);
+        match sent {
+            Ok(()) => {
+                self.unpublished.clear();
+                true
+            }
+            Err(partial) => {
+                self.unpublished
+                    .drain(..partial.confirmed.min(self.unpublished.len()));
+                tracing::warn!(unpublished = self.unpublished.len(),
+                    error = %format!("{:#}", partial.error), "events stored but not published yet");
+                false
+            }
+        }
     }
 
     /// After the task's end: keeps trying to publish what is left for up to `patience`
