@@ -34,6 +34,9 @@ pub struct Settings {
     /// `[retention]`: the worker's periodic prune (optional section).
     #[serde(default)]
     pub retention: RetentionSettings,
+    /// `[gateway]`: the HTTP/SSE interface of `agentd serve` (optional section).
+    #[serde(default)]
+    pub gateway: GatewaySettings,
 }
 
 /// RabbitMQ connection and topology names (CONTRACT §2–3).
@@ -111,6 +114,33 @@ mod defaults {
     }
     pub fn recursion_timeout_ms() -> u64 {
         30_000
+    }
+}
+
+/// The `[gateway]` section: the HTTP/SSE interface of `agentd serve`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct GatewaySettings {
+    /// Address to listen on, e.g. `127.0.0.1:8787`.
+    pub bind: String,
+    /// Accepted bearer tokens. Empty: no auth, and only loopback binds and peers are allowed.
+    /// A list, or one comma-separated string (`AGENTD__GATEWAY__TOKENS=a,b`).
+    #[serde(deserialize_with = "crate::gateway::auth::tokens_from_config")]
+    pub tokens: Vec<Secret>,
+    /// Seconds between SSE heartbeat comments on an idle event stream.
+    pub heartbeat_secs: u64,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8787".to_owned(),
+            tokens: Vec::new(),
+            heartbeat_secs: 15,
+            max_body_bytes: 65_536,
+        }
     }
 }
 

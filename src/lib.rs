@@ -7,17 +7,25 @@
 //! - [`ports`]: the traits at the edge (LLM, tool source).
 //! - [`config`]: typed settings (config/default.toml, `--config`, `AGENTD__` env).
 //! - [`llm`]: the OpenAI-compatible Chat Completions client.
-//! - [`tools`]: the tool registry and the built-in tools.
+//! - [`tools`]: the tool registry, the built-in tools and MCP tool sources.
 //! - [`store`]: PostgreSQL: pool, migrations, trace queries.
 //! - [`amqp`]: RabbitMQ: topology, task consumer, confirmed event publisher.
 //! - [`cli`]: the commands of the `agentd` binary.
 //! - [`worker`]: the async driver that runs tasks through the core via the ports.
+//! - [`gateway`]: `agentd serve`, the HTTP/SSE interface for front ends and the trace page.
+//! - [`cancel`]: cancelling a task wherever it is (shared by the CLI and the gateway).
+//! - [`metrics`]: Prometheus metrics derived from events, `/metrics` `/healthz` `/readyz`.
+//! - [`ops`]: a worker's sidecars: the metrics listener and the periodic retention prune.
 
 pub mod amqp;
+pub mod cancel;
 pub mod cli;
 pub mod config;
 pub mod core;
+pub mod gateway;
 pub mod llm;
+pub mod metrics;
+pub mod ops;
 pub mod ports;
 pub mod store;
 pub mod tools;

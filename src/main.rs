@@ -24,6 +24,8 @@ struct Args {
 enum Command {
     /// Consume tasks and run them until SIGINT/SIGTERM.
     Worker,
+    /// Serve the HTTP/SSE API and the live trace page (gateway.bind) until SIGINT/SIGTERM.
+    Serve,
     /// Create the database if missing and apply the migrations.
     Migrate,
     /// Manage agents.
@@ -61,6 +63,10 @@ enum Command {
     Trace { task_id: Uuid },
     /// Cancel a task, wherever it is.
     Cancel { task_id: Uuid },
+    /// Delete ended tasks older than an age, with their whole trace.
+    Prune(cli::prune::PruneArgs),
+    /// List every tool a worker would offer (built-in and MCP) with its source.
+    Tools,
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,6 +110,7 @@ async fn main() -> ExitCode {
 async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     match command {
         Command::Worker => cli::worker(settings).await,
+        Command::Serve => cli::serve(settings).await,
         Command::Migrate => cli::migrate(&settings).await,
         Command::Agent(AgentCommand::Create {
             name,
@@ -142,5 +149,7 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
         Command::Watch { task } => cli::watch::run(&settings, task).await,
         Command::Trace { task_id } => cli::trace::run(&settings, task_id).await,
         Command::Cancel { task_id } => cli::cancel::run(&settings, task_id).await,
+        Command::Prune(args) => cli::prune::run(&settings, &args).await,
+        Command::Tools => cli::tools::run(&settings).await,
     }
 }

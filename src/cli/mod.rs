@@ -1,8 +1,10 @@
 //! The commands of the `agentd` binary. Each opens only the connections it needs.
 
 pub mod cancel;
+pub mod prune;
 pub mod submit;
 pub mod telemetry;
+pub mod tools;
 pub mod trace;
 pub mod watch;
 
@@ -23,6 +25,19 @@ pub async fn worker(settings: Settings) -> anyhow::Result<ExitCode> {
         trigger.cancel();
     });
     crate::worker::run(settings, shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentd serve`: the HTTP gateway, until SIGINT or SIGTERM.
+pub async fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received; stopping the gateway");
+        trigger.cancel();
+    });
+    crate::gateway::run(settings, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -30,9 +30,9 @@ pub async fn run(settings: &Settings, task: &Submission, wait: bool) -> anyhow::
     let publisher = amqp::connect_declared(settings).await?;
     // Subscribe before publishing so that no event can be missed.
     let mut events = match wait {
-        true => {
-            Some(amqp::subscriber::subscribe(publisher.broker(), &settings.amqp.events_exchange).await?)
-        }
+        true => Some(
+            amqp::subscriber::subscribe(publisher.broker(), &settings.amqp.events_exchange).await?,
+        ),
         false => None,
     };
     let body = serde_json::to_vec(task)?;

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod events;
+pub mod prune;
 pub mod tasks;
 pub mod trace;
 pub mod transient;

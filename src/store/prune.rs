@@ -38,7 +38,11 @@ pub fn parse_age(text: &str) -> Result<Duration, String> {
         "h" => Duration::try_hours(amount),
         "d" => Duration::try_days(amount),
         "w" => Duration::try_weeks(amount),
-        _ => return Err(format!("'{text}': unknown unit '{unit}' (use s, m, h, d or w)")),
+        _ => {
+            return Err(format!(
+                "'{text}': unknown unit '{unit}' (use s, m, h, d or w)"
+            ));
+        }
     };
     age.filter(|age| *age > Duration::zero())
         .ok_or_else(|| format!("'{text}' must be a positive age"))
@@ -208,7 +212,17 @@ mod tests {
         assert_eq!(parse_age("90m"), Ok(Duration::minutes(90)));
         assert_eq!(parse_age("45s"), Ok(Duration::seconds(45)));
         assert_eq!(parse_age("2w"), Ok(Duration::weeks(2)));
-        for bad in ["", "30", "d", "0d", "-1d", "1.5d", "30 days", "1y", "99999999999999999w"] {
+        for bad in [
+            "",
+            "30",
+            "d",
+            "0d",
+            "-1d",
+            "1.5d",
+            "30 days",
+            "1y",
+            "99999999999999999w",
+        ] {
             assert!(parse_age(bad).is_err(), "{bad}");
         }
     }

@@ -54,30 +54,9 @@ const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, i
 
 /// Inserts the task as `pending` unless a row with its id exists. Returns whether it was new.
 pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<bool> {
-    insert_with_status(pool, task, status::PENDING, None).await
-}
-
-/// Inserts a `rejected` task unless a row with its id exists. Returns whether it was new.
-pub async fn insert_rejected(
-    pool: &PgPool,
-    task: &NewTask<'_>,
-    reason: &str,
-) -> sqlx::Result<bool> {
-    insert_with_status(pool, task, status::REJECTED, Some(reason)).await
-}
-
-async fn insert_with_status(
-    pool: &PgPool,
-    task: &NewTask<'_>,
-    status: &str,
-    error: Option<&str>,
-) -> sqlx::Result<bool> {
-    let terminal = status::is_terminal(status);
     let result = sqlx::query(
-        "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
-                            status, error, fail_reason, finished_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
-                 CASE WHEN $9 THEN 'rejected' END, CASE WHEN $9 THEN now() END) \
+        "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream) \
+         VALUES ($1, $2, $3, $4, $5, $6) \
          ON CONFLICT (task_id) DO NOTHING",
     )
     .bind(task.task_id)
@@ -86,9 +65,35 @@ async fn insert_with_status(
     .bind(task.input)
     .bind(sqlx::types::Json(task.constraints))
     .bind(task.stream)
-    .bind(status)
-    .bind(error)
-    .bind(terminal)
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Records the task as `rejected` with `reason`: a new row, or a row still `pending` (a
+/// producer such as the gateway recorded it before the worker read the message). Returns
+/// whether this call ended it; a task that started or ended is left alone.
+pub async fn insert_rejected(
+    pool: &PgPool,
+    task: &NewTask<'_>,
+    reason: &str,
+) -> sqlx::Result<bool> {
+    let result = sqlx::query(
+        "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
+                            status, error, fail_reason, finished_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'rejected', $7, 'rejected', now()) \
+         ON CONFLICT (task_id) DO UPDATE \
+             SET status = 'rejected', error = $7, fail_reason = 'rejected', \
+                 finished_at = now(), updated_at = now() \
+             WHERE tasks.status = 'pending'",
+    )
+    .bind(task.task_id)
+    .bind(task.agent_id)
+    .bind(task.conversation_id)
+    .bind(task.input)
+    .bind(sqlx::types::Json(task.constraints))
+    .bind(task.stream)
+    .bind(reason)
     .execute(pool)
     .await?;
     Ok(result.rows_affected() == 1)

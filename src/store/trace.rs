@@ -91,7 +91,7 @@ pub async fn insert_llm_call(conn: &mut PgConnection, row: &LlmCallRow) -> sqlx:
 }
 
 /// A stored recursion, for `agentd trace`.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct RecursionRow {
     pub trace_id: Uuid,
     pub iteration: i32,
@@ -100,6 +100,7 @@ pub struct RecursionRow {
     pub observe: String,
     pub thought: String,
     #[sqlx(rename = "abstract")]
+    #[serde(rename = "abstract")]
     pub abstract_: String,
     pub output: Option<Value>,
     pub status: String,
@@ -109,7 +110,7 @@ pub struct RecursionRow {
 }
 
 /// A stored tool call, for `agentd trace`.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct ToolCallRow {
     pub trace_id: Uuid,
     pub tool_call_id: String,
@@ -122,7 +123,7 @@ pub struct ToolCallRow {
 }
 
 /// A stored LLM attempt, for `agentd trace`.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct LlmCallRecord {
     pub trace_id: Uuid,
     pub attempt: i32,

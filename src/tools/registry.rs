@@ -3,6 +3,10 @@
 //! ungranted tool, unparsable or ill-fitting arguments, a tool error, even a panicking tool
 //! all become a [`ToolCallResult`] with `success: false` and a precise `error` that the
 //! next recursion sees.
+//!
+//! Grants (CONTRACT §4): an agent whose `tools` is NULL gets the tools of the sources that
+//! are granted by default (the built-ins); MCP tools are only offered and run when granted
+//! by name.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -13,17 +17,36 @@ use std::time::Instant;
 use futures::FutureExt as _;
 use serde_json::Value;
 
+use crate::config::ToolsSettings;
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolSpec};
 use crate::ports::{ToolOutput, ToolSource};
 
 use super::builtin::BuiltinTools;
+use super::mcp::McpToolSource;
 use super::schema;
+
+/// The source label of the built-in tools.
+pub const BUILTIN_SOURCE: &str = "built-in";
 
 /// A tool and the source that runs it.
 #[derive(Clone)]
 struct Entry {
     spec: ToolSpec,
     source: Arc<dyn ToolSource>,
+    /// `built-in`, `mcp:<server>`, ...
+    label: Arc<str>,
+    /// Offered to agents whose grant list is NULL.
+    by_default: bool,
+}
+
+/// A tool as `agentd tools` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    pub spec: ToolSpec,
+    /// Where it comes from: `built-in` or `mcp:<server>`.
+    pub source: String,
+    /// Whether an agent with `tools` NULL gets it.
+    pub granted_by_default: bool,
 }
 
 /// Every tool the worker knows, by name, in the order the sources listed them.
@@ -31,6 +54,7 @@ struct Entry {
 pub struct ToolRegistry {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
+    mcp: Vec<Arc<McpToolSource>>,
 }
 
 impl fmt::Debug for ToolRegistry {
@@ -42,29 +66,39 @@ impl fmt::Debug for ToolRegistry {
 }
 
 impl ToolRegistry {
-    /// Collects the tools of `sources` (listed once, now). When two sources offer the same
-    /// name, the first source wins and a warning is logged.
+    /// Collects the tools of `sources` (listed once, now), all granted by default and
+    /// labelled built-in. When two sources offer the same name, the first source wins and
+    /// a warning is logged.
     pub fn new(sources: Vec<Arc<dyn ToolSource>>) -> Self {
         let mut registry = Self {
             entries: Vec::new(),
             by_name: HashMap::new(),
+            mcp: Vec::new(),
         };
         for source in sources {
-            for spec in source.list_tools() {
-                if registry.by_name.contains_key(&spec.name) {
-                    tracing::warn!(tool = %spec.name, "duplicate tool name; keeping the first source's tool");
-                    continue;
-                }
-                registry
-                    .by_name
-                    .insert(spec.name.clone(), registry.entries.len());
-                registry.entries.push(Entry {
-                    spec,
-                    source: Arc::clone(&source),
-                });
-            }
+            registry.add(source, BUILTIN_SOURCE, true);
         }
         registry
+    }
+
+    /// Adds the tools of one more source, labelled `label`; `by_default`: offered to agents
+    /// whose grant list is NULL (otherwise only when granted by name).
+    pub fn add(&mut self, source: Arc<dyn ToolSource>, label: &str, by_default: bool) {
+        let label: Arc<str> = Arc::from(label);
+        for spec in source.list_tools() {
+            if self.by_name.contains_key(&spec.name) {
+                tracing::warn!(tool = %spec.name, source = %label,
+                    "duplicate tool name; keeping the first source's tool");
+                continue;
+            }
+            self.by_name.insert(spec.name.clone(), self.entries.len());
+            self.entries.push(Entry {
+                spec,
+                source: Arc::clone(&source),
+                label: Arc::clone(&label),
+                by_default,
+            });
+        }
     }
 
     /// A registry of the built-in tools only.
@@ -72,17 +106,53 @@ impl ToolRegistry {
         Self::new(vec![Arc::new(BuiltinTools)])
     }
 
+    /// The built-ins plus the tools of every `[[tools.mcp]]` server, connected now (all at
+    /// once). MCP tools are granted by name only. Fails when a server cannot be reached.
+    pub async fn from_settings(settings: &ToolsSettings) -> anyhow::Result<Self> {
+        let connects = settings
+            .mcp
+            .iter()
+            .map(|server| McpToolSource::connect(server, settings));
+        let sources = futures::future::try_join_all(connects).await?;
+        let mut registry = Self::builtin();
+        for source in sources {
+            let source = Arc::new(source);
+            let label = format!("mcp:{}", source.server());
+            registry.add(Arc::clone(&source) as Arc<dyn ToolSource>, &label, false);
+            registry.mcp.push(source);
+        }
+        crate::metrics::register_tools(&registry.all_tool_names());
+        Ok(registry)
+    }
+
+    /// Stops the MCP servers this registry started (waiting for them to exit).
+    pub async fn shutdown(&self) {
+        futures::future::join_all(self.mcp.iter().map(|source| source.shutdown())).await;
+    }
+
+    /// Every tool with its source, in registration order.
+    pub fn catalog(&self) -> Vec<ToolInfo> {
+        self.entries
+            .iter()
+            .map(|e| ToolInfo {
+                spec: e.spec.clone(),
+                source: e.label.to_string(),
+                granted_by_default: e.by_default,
+            })
+            .collect()
+    }
+
     /// Every known tool name, in registration order.
     pub fn all_tool_names(&self) -> Vec<String> {
         self.entries.iter().map(|e| e.spec.name.clone()).collect()
     }
 
-    /// The specs an agent may use: `granted` None = every tool; Some(list) = only those
-    /// (unknown names ignored). Registration order either way.
+    /// The specs an agent may use: `granted` None = every tool granted by default (the
+    /// built-ins); Some(list) = only those (unknown names ignored). Registration order.
     pub fn specs_for(&self, granted: Option<&[String]>) -> Vec<ToolSpec> {
         self.entries
             .iter()
-            .filter(|e| is_granted(granted, &e.spec.name))
+            .filter(|e| is_granted(granted, e))
             .map(|e| e.spec.clone())
             .collect()
     }
@@ -130,7 +200,7 @@ impl ToolRegistry {
         let Some(entry) = self.by_name.get(name).map(|&i| &self.entries[i]) else {
             return Err(self.unknown_tool(granted, name));
         };
-        if !is_granted(granted, name) {
+        if !is_granted(granted, entry) {
             return Err(format!("tool '{name}' is not granted to this agent"));
         }
         if let Some(error) = parse_error {
@@ -160,8 +230,11 @@ impl ToolRegistry {
     }
 }
 
-fn is_granted(granted: Option<&[String]>, name: &str) -> bool {
-    granted.is_none_or(|list| list.iter().any(|g| g == name))
+fn is_granted(granted: Option<&[String]>, entry: &Entry) -> bool {
+    match granted {
+        None => entry.by_default,
+        Some(list) => list.contains(&entry.spec.name),
+    }
 }
 
 /// The arguments as JSON, or the raw string plus why it did not parse.

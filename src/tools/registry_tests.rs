@@ -215,3 +215,51 @@ async fn tool_errors_and_panics_become_error_values() {
         Some("tool 'boom' failed unexpectedly (panicked)")
     );
 }
+
+/// A source added like an MCP server: granted by name only.
+fn registry_with_remote() -> ToolRegistry {
+    let mut registry = ToolRegistry::builtin();
+    registry.add(Arc::new(TestSource), "mcp:test", false);
+    registry
+}
+
+#[test]
+fn sources_not_granted_by_default_need_a_grant_by_name() {
+    let registry = registry_with_remote();
+    let default: Vec<String> = registry
+        .specs_for(None)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(default, BuiltinTools::names());
+    let granted = grants(&["slow", "take_memo"]);
+    let named: Vec<String> = registry
+        .specs_for(Some(&granted))
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(named, ["take_memo", "slow"]);
+    let catalog = registry.catalog();
+    let slow = catalog
+        .iter()
+        .find(|t| t.spec.name == "slow")
+        .expect("slow");
+    assert_eq!(
+        (slow.source.as_str(), slow.granted_by_default),
+        ("mcp:test", false)
+    );
+    assert_eq!(catalog[0].source, BUILTIN_SOURCE);
+}
+
+#[tokio::test]
+async fn a_null_grant_does_not_reach_remote_tools() {
+    let registry = registry_with_remote();
+    let refused = registry.call(None, &request("slow", "{}")).await;
+    assert_eq!(
+        refused.error.as_deref(),
+        Some("tool 'slow' is not granted to this agent")
+    );
+    let granted = grants(&["slow"]);
+    let ran = registry.call(Some(&granted), &request("slow", "{}")).await;
+    assert!(ran.success, "{ran:?}");
+}

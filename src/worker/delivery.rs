@@ -365,9 +365,10 @@ async fn record_rejection(
         stream: false,
     };
     if !store::tasks::insert_rejected(&deps.pool, &task, &rejection.reason).await? {
-        return Ok(()); // the task exists already: this message is a bad duplicate
+        return Ok(()); // the task started or ended already: this message is a bad duplicate
     }
-    let mut log = EventLog::new(task_id, rejection.agent_id, 0);
+    let last_seq = store::events::last_seq(&deps.pool, task_id).await?;
+    let mut log = EventLog::new(task_id, rejection.agent_id, last_seq);
     log.push(
         "task.failed",
         None,

@@ -1,0 +1,212 @@
+//! `agentd-bench`: an end-to-end benchmark of the real worker on the local RabbitMQ and
+//! PostgreSQL.
+//!
+//! ```text
+//! cargo run --release --bin agentd-bench -- --tasks N --steps K --concurrency C [--llm-latency-ms L]
+//! ```
+//!
+//! It creates a fresh database and uniquely named queues and exchanges, starts a fake
+//! OpenAI-compatible LLM over real loopback HTTP (every task makes K CALL_TOOL recursions
+//! with `calculate`, then ANSWERs; each call sleeps L ms), runs `agentd worker` as a child
+//! process with concurrency C, publishes N tasks (C in flight at a time), waits for every
+//! terminal event, checks in `tasks` that every task completed, prints progress on stderr
+//! and one JSON line on stdout, then stops the worker and drops what it created. Exit
+//! status 1 when anything failed.
+
+mod drive;
+mod fake_llm;
+mod procfs;
+mod report;
+mod setup;
+mod worker;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+
+use agentd::config::Settings;
+
+use drive::Load;
+use fake_llm::FakeLlm;
+use report::{Params, Resources};
+use setup::BenchEnv;
+use worker::WorkerProcess;
+
+/// Benchmarks `agentd worker` end to end (see the README, "Performance").
+#[derive(Debug, Parser)]
+#[command(name = "agentd-bench", version, about)]
+struct Args {
+    /// Tasks to run.
+    #[arg(long, default_value_t = 100)]
+    tasks: usize,
+    /// CALL_TOOL recursions per task before the ANSWER (so steps + 1 recursions and LLM calls).
+    #[arg(long, default_value_t = 5)]
+    steps: u32,
+    /// worker.concurrency, and the number of tasks kept in flight.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: u16,
+    /// Milliseconds the fake LLM sleeps per call.
+    #[arg(long, default_value_t = 0)]
+    llm_latency_ms: u64,
+    /// database.max_connections of the worker (default: the worker's own default).
+    #[arg(long)]
+    db_pool: Option<u32>,
+    /// Give up after this many seconds (default: generous, from the load).
+    #[arg(long)]
+    timeout_s: Option<u64>,
+    /// The agentd binary to run (default: `agentd` next to this executable, rebuilt if older).
+    #[arg(long, value_name = "PATH")]
+    worker_bin: Option<PathBuf>,
+}
+
+impl Args {
+    fn recursions(&self) -> u32 {
+        self.steps.saturating_add(1)
+    }
+
+    fn timeout(&self) -> Duration {
+        let per_task_ms = u64::from(self.recursions()) * (self.llm_latency_ms + 50);
+        let waves = (self.tasks as u64).div_ceil(u64::from(self.concurrency));
+        let auto = 60 + waves * per_task_ms / 1000;
+        Duration::from_secs(self.timeout_s.unwrap_or(auto))
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("agentd-bench: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("agentd-bench: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The directory holding config/default.toml: the working directory, else the crate root.
+fn config_dir() -> PathBuf {
+    let here = PathBuf::from(".");
+    if here.join("config/default.toml").is_file() {
+        return here;
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
+    let binary = worker::locate(args.worker_bin.as_deref())?;
+    let dir = config_dir();
+    let settings = Settings::load_from(&dir.join("config/default.toml"), None)?;
+    let grace = Duration::from_secs(settings.worker.shutdown_grace_secs + 5);
+    let latency = Duration::from_millis(args.llm_latency_ms);
+    let fake = FakeLlm::start(args.steps, latency).await?;
+    let recursions = args.recursions();
+    let env = BenchEnv::create(settings, fake.base_url(), args.concurrency, recursions).await?;
+    eprintln!(
+        "[bench] {} tasks x {} recursions, concurrency {}, LLM latency {} ms; database {}",
+        args.tasks, recursions, args.concurrency, args.llm_latency_ms, env.settings.database.url
+    );
+    let mut worker = match WorkerProcess::spawn(&binary, &dir, &env.worker_env(args.db_pool)) {
+        Ok(worker) => worker,
+        Err(err) => {
+            env.cleanup().await;
+            return Err(err);
+        }
+    };
+    let result = measure(args, &env, &fake, &mut worker).await;
+    worker.stop(grace).await;
+    let log_lines = worker.log_lines();
+    if log_lines > 0 {
+        eprintln!(
+            "[bench] the worker logged {log_lines} lines at warn level or above: {}",
+            worker.log_path.display()
+        );
+    } else {
+        let _ = std::fs::remove_file(&worker.log_path);
+    }
+    env.cleanup().await;
+    result
+}
+
+/// Waits for the worker, runs the load, checks and summarizes it. Reads the worker's peak
+/// RSS before the caller stops it.
+async fn measure(
+    args: &Args,
+    env: &BenchEnv,
+    fake: &FakeLlm,
+    worker: &mut WorkerProcess,
+) -> anyhow::Result<serde_json::Value> {
+    let events =
+        agentd::amqp::subscriber::subscribe(env.broker(), &env.settings.amqp.events_exchange)
+            .await
+            .context("subscribing to the events exchange")?;
+    let events = drive::spawn_receiver(events);
+    wait_ready(env, worker).await?;
+    let load = Load {
+        tasks: args.tasks,
+        window: usize::from(args.concurrency),
+        agent_id: env.agent_id,
+        queue: env.settings.amqp.tasks_queue.clone(),
+        timeout: args.timeout(),
+    };
+    let (bench_cpu, host_busy) = (procfs::process_cpu_secs("self")?, procfs::host_busy_secs()?);
+    let worker_cpu = worker.cpu_secs()?;
+    let followed = drive::follow(&load, &env.publisher, events, worker).await?;
+    let resources = Resources {
+        peak_rss_mib: worker.peak_rss_mib()?,
+        worker_cpu_s: worker.cpu_secs()? - worker_cpu,
+        bench_cpu_s: procfs::process_cpu_secs("self")? - bench_cpu,
+        host_busy_s: procfs::host_busy_secs()? - host_busy,
+        llm_calls: fake.calls(),
+        worker_log_lines: worker.log_lines(),
+    };
+    let stored = report::load(&env.pool).await?;
+    report::check(&followed, &stored, args.recursions())?;
+    anyhow::ensure!(
+        fake.bad_requests() == 0,
+        "the fake LLM could not read {} requests",
+        fake.bad_requests()
+    );
+    let params = Params {
+        tasks: args.tasks,
+        steps: args.steps,
+        concurrency: args.concurrency,
+        llm_latency_ms: args.llm_latency_ms,
+        db_pool: args.db_pool,
+    };
+    Ok(report::summary(&params, &followed, &stored, &resources))
+}
+
+/// Waits until the worker consumes the tasks queue (at most 60 s).
+async fn wait_ready(env: &BenchEnv, worker: &mut WorkerProcess) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        worker.ensure_alive()?;
+        if env.task_consumers().await? > 0 {
+            eprintln!(
+                "[bench] worker (pid {}) consuming after {:.0} ms",
+                worker.pid(),
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            return Ok(());
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "the worker did not start consuming within 60 s; its log ends with:\n{}",
+            worker.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

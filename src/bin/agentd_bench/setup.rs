@@ -1,0 +1,183 @@
+//! One isolated benchmark environment on the local services: a fresh database
+//! `agentd_bench_<random>` (created and migrated, one agent inserted), uniquely named queues
+//! and exchanges, a subscription to the events exchange made before anything is published,
+//! the `AGENTD__` environment that points a worker at all of it, and the cleanup that drops
+//! the database and deletes the queues and exchanges.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use lapin::options::{ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use agentd::amqp::{Broker, Publisher};
+use agentd::config::Settings;
+use agentd::store;
+
+/// The environment of one run.
+pub struct BenchEnv {
+    /// The settings the worker gets (names, database URL, LLM URL, concurrency).
+    pub settings: Settings,
+    pub pool: PgPool,
+    pub publisher: Publisher,
+    /// The agent every task runs.
+    pub agent_id: Uuid,
+    database: String,
+    admin_url: String,
+}
+
+/// `url` with its database name replaced by `name` (query parameters kept).
+fn with_database(url: &str, name: &str) -> anyhow::Result<String> {
+    let mut parsed = reqwest::Url::parse(url).with_context(|| format!("database.url {url:?}"))?;
+    parsed.set_path(&format!("/{name}"));
+    Ok(parsed.to_string())
+}
+
+impl BenchEnv {
+    /// Renames everything after a random suffix, creates the database and the agent
+    /// (`max_iteration` at least `recursions`), declares the topology.
+    pub async fn create(
+        mut settings: Settings,
+        llm_base_url: String,
+        concurrency: u16,
+        recursions: u32,
+    ) -> anyhow::Result<Self> {
+        let suffix = Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let database = format!("agentd_bench_{suffix}");
+        let admin_url = with_database(&settings.database.url, "postgres")?;
+        settings.database.url = with_database(&settings.database.url, &database)?;
+        let names = &mut settings.amqp;
+        names.tasks_queue = format!("agentd.bench.{suffix}.tasks");
+        names.dead_letter_queue = format!("agentd.bench.{suffix}.tasks.dead");
+        names.events_exchange = format!("agentd.bench.{suffix}.events");
+        names.control_exchange = format!("agentd.bench.{suffix}.control");
+        settings.llm.base_url = llm_base_url;
+        settings.worker.concurrency = concurrency;
+        let pool = store::prepare(&settings.database.url, 4)
+            .await
+            .context("creating the bench database")?;
+        let agent = store::agents::NewAgent {
+            name: "agentd-bench".into(),
+            model: "bench-model".into(),
+            max_iteration: Some(i32::try_from(recursions.max(30)).unwrap_or(i32::MAX)),
+            tools: None,
+        };
+        let agent_id = store::agents::create(&pool, &agent)
+            .await
+            .context("creating the bench agent")?;
+        let publisher = agentd::amqp::connect_declared(&settings).await?;
+        Ok(Self {
+            settings,
+            pool,
+            publisher,
+            agent_id,
+            database,
+            admin_url,
+        })
+    }
+
+    /// The broker connection the bench uses.
+    pub fn broker(&self) -> &Arc<Broker> {
+        self.publisher.broker()
+    }
+
+    /// The `AGENTD__` variables that make `agentd worker` use this environment.
+    /// `db_pool` sets `database.max_connections` (else the worker's default applies).
+    pub fn worker_env(&self, db_pool: Option<u32>) -> Vec<(String, String)> {
+        let s = &self.settings;
+        let mut env = vec![
+            ("AMQP__URL", s.amqp.url.clone()),
+            ("AMQP__TASKS_QUEUE", s.amqp.tasks_queue.clone()),
+            ("AMQP__DEAD_LETTER_QUEUE", s.amqp.dead_letter_queue.clone()),
+            ("AMQP__EVENTS_EXCHANGE", s.amqp.events_exchange.clone()),
+            ("AMQP__CONTROL_EXCHANGE", s.amqp.control_exchange.clone()),
+            ("DATABASE__URL", s.database.url.clone()),
+            ("LLM__BASE_URL", s.llm.base_url.clone()),
+            ("WORKER__CONCURRENCY", s.worker.concurrency.to_string()),
+            ("LOG__LEVEL", "warn".to_owned()),
+        ];
+        if let Some(size) = db_pool {
+            env.push(("DATABASE__MAX_CONNECTIONS", size.to_string()));
+        }
+        env.into_iter()
+            .map(|(key, value)| (format!("AGENTD__{key}"), value))
+            .collect()
+    }
+
+    /// Consumers on the tasks queue right now (the worker is ready when it has one).
+    pub async fn task_consumers(&self) -> anyhow::Result<u32> {
+        let channel = self.broker().channel().await?;
+        let queue = channel
+            .queue_declare(
+                self.settings.amqp.tasks_queue.as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .context("inspecting the tasks queue")?;
+        let _ = channel.close(200, "inspected".into()).await;
+        Ok(queue.consumer_count())
+    }
+
+    /// Deletes the queues and exchanges, closes the connections and drops the database.
+    /// Best effort: every step runs, failures are printed.
+    pub async fn cleanup(self) {
+        let names = &self.settings.amqp;
+        match self.broker().channel().await {
+            Ok(channel) => {
+                for queue in [&names.tasks_queue, &names.dead_letter_queue] {
+                    let options = QueueDeleteOptions::default();
+                    if let Err(err) = channel.queue_delete(queue.as_str().into(), options).await {
+                        eprintln!("[bench] could not delete the queue {queue}: {err}");
+                    }
+                }
+                for exchange in [&names.events_exchange, &names.control_exchange] {
+                    let options = ExchangeDeleteOptions::default();
+                    let deleted = channel.exchange_delete(exchange.as_str().into(), options);
+                    if let Err(err) = deleted.await {
+                        eprintln!("[bench] could not delete the exchange {exchange}: {err}");
+                    }
+                }
+            }
+            Err(err) => eprintln!("[bench] could not clean up RabbitMQ: {err:#}"),
+        }
+        self.broker().close().await;
+        self.pool.close().await;
+        if let Err(err) = drop_database(&self.admin_url, &self.database).await {
+            eprintln!(
+                "[bench] could not drop the database {}: {err:#}",
+                self.database
+            );
+        }
+    }
+}
+
+async fn drop_database(admin_url: &str, database: &str) -> anyhow::Result<()> {
+    let admin = store::connect(admin_url, 1).await?;
+    sqlx::query(&format!(
+        "DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"
+    ))
+    .execute(&admin)
+    .await?;
+    admin.close().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_database_name() {
+        let url = "postgres://postgres@127.0.0.1:5432/agentd?sslmode=disable";
+        assert_eq!(
+            with_database(url, "agentd_bench_x").unwrap(),
+            "postgres://postgres@127.0.0.1:5432/agentd_bench_x?sslmode=disable"
+        );
+    }
+}

@@ -1,0 +1,241 @@
+//! `agentd serve`: the HTTP interface for front ends, a separate process from the worker.
+//!
+//! It publishes tasks to the tasks queue like any producer, streams a task's progress
+//! events as Server-Sent Events (stored ones from PostgreSQL, then live ones from one
+//! subscription to the events exchange per process), serves tasks with their traces,
+//! agents and their history, the OpenAPI document and the live trace page.
+//!
+//! - [`routes`]: the `/v1` JSON API; [`sse`]: the event stream; [`hub`]: the fan-out of
+//!   the events subscription; [`auth`]: bearer tokens and the loopback rule;
+//!   [`errors`]: the JSON error shape; [`openapi`]: `/openapi.json`; [`page`]: `/`.
+//!
+//! [`bind`] connects and binds, then returns the address and the serving future, so tests
+//! run the gateway in process on `127.0.0.1:0`; [`run`] is bind-then-serve.
+
+pub mod auth;
+pub mod errors;
+pub mod hub;
+pub mod openapi;
+pub mod page;
+pub mod routes;
+pub mod sse;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Request, header};
+use axum::middleware::from_fn_with_state;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::TraceLayer;
+
+use crate::amqp::{self, Publisher};
+use crate::config::{GatewaySettings, Settings};
+use crate::llm::secret::Secret;
+use crate::store;
+use hub::Hub;
+
+/// How long the events pump gets to stop once the server has.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Settings that make the gateway refuse to start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "gateway.bind {bind:?} is not a loopback address ({addr}) and gateway.tokens is empty: \
+         configure bearer tokens (gateway.tokens, or AGENTD__GATEWAY__TOKENS=token1,token2) \
+         or bind a loopback address such as 127.0.0.1:8787"
+    )]
+    OpenWithoutTokens { bind: String, addr: SocketAddr },
+    #[error("gateway.bind {0:?} does not resolve to an address")]
+    Unresolvable(String),
+    #[error("gateway.{0} must be > 0")]
+    Zero(&'static str),
+}
+
+/// What every handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    pool: PgPool,
+    publisher: Publisher,
+    settings: Settings,
+    hub: Arc<Hub>,
+    stop: CancellationToken,
+}
+
+impl AppState {
+    /// Bundles what the handlers share.
+    pub fn new(
+        pool: PgPool,
+        publisher: Publisher,
+        settings: Settings,
+        hub: Arc<Hub>,
+        stop: CancellationToken,
+    ) -> Self {
+        let shared = Shared {
+            pool,
+            publisher,
+            settings,
+            hub,
+            stop,
+        };
+        Self {
+            inner: Arc::new(shared),
+        }
+    }
+
+    /// The database pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The confirmed publisher (tasks, cancels).
+    pub fn publisher(&self) -> &Publisher {
+        &self.inner.publisher
+    }
+
+    /// All settings.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The live events of this process.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.inner.hub
+    }
+
+    /// Fires when the gateway stops: event streams end.
+    pub fn stop(&self) -> &CancellationToken {
+        &self.inner.stop
+    }
+
+    /// The accepted bearer tokens (empty: no auth, loopback only).
+    pub fn tokens(&self) -> &[Secret] {
+        &self.inner.settings.gateway.tokens
+    }
+
+    /// Interval of SSE heartbeats (and of the stream's database catch-up).
+    pub fn heartbeat(&self) -> Duration {
+        Duration::from_secs(self.inner.settings.gateway.heartbeat_secs)
+    }
+}
+
+/// Resolves `gateway.bind` and applies the start-up rules.
+pub async fn listen_address(gateway: &GatewaySettings) -> Result<SocketAddr, ConfigError> {
+    if gateway.heartbeat_secs == 0 {
+        return Err(ConfigError::Zero("heartbeat_secs"));
+    }
+    if gateway.max_body_bytes == 0 {
+        return Err(ConfigError::Zero("max_body_bytes"));
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(gateway.bind.as_str())
+        .await
+        .map_err(|_| ConfigError::Unresolvable(gateway.bind.clone()))?
+        .collect();
+    let addr = *addrs
+        .first()
+        .ok_or_else(|| ConfigError::Unresolvable(gateway.bind.clone()))?;
+    if gateway.tokens.is_empty()
+        && let Some(open) = addrs.iter().find(|a| !auth::is_loopback(a.ip()))
+    {
+        return Err(ConfigError::OpenWithoutTokens {
+            bind: gateway.bind.clone(),
+            addr: *open,
+        });
+    }
+    Ok(addr)
+}
+
+/// Checks the settings, connects to PostgreSQL (creating and migrating the database like
+/// the worker) and RabbitMQ (declaring the topology, subscribing to the events exchange)
+/// and binds the listener. Returns the bound address and the future that serves until
+/// `shutdown` fires; open event streams then end, and the future completes once every
+/// connection has closed.
+pub async fn bind(
+    settings: Settings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(
+    SocketAddr,
+    impl Future<Output = anyhow::Result<()>> + Send + 'static,
+)> {
+    let addr = listen_address(&settings.gateway).await?;
+    let pool = store::prepare(&settings.database.url, settings.pool_size()).await?;
+    let publisher = amqp::connect_declared(&settings).await?;
+    let broker = Arc::clone(publisher.broker());
+    let exchange = settings.amqp.events_exchange.clone();
+    let consumer = amqp::subscriber::subscribe(&broker, &exchange).await?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr} (gateway.bind)"))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    let stop = shutdown.child_token();
+    let hub = Arc::new(Hub::default());
+    let state = AppState::new(pool, publisher, settings, Arc::clone(&hub), stop.clone());
+    let app = router(state);
+    let serving = async move {
+        let pump = tokio::spawn(hub::pump(
+            hub,
+            Arc::clone(&broker),
+            exchange,
+            consumer,
+            stop.clone(),
+        ));
+        let served = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(stop.clone().cancelled_owned())
+        .await
+        .context("serving HTTP");
+        stop.cancel();
+        let _ = tokio::time::timeout(DRAIN, pump).await;
+        broker.close().await;
+        served
+    };
+    Ok((local, serving))
+}
+
+/// Starts the gateway and serves until `shutdown` fires.
+pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let (addr, serving) = bind(settings, shutdown).await?;
+    tracing::info!(%addr, "gateway listening; the trace page is at http://{addr}/");
+    serving.await
+}
+
+/// The whole application: API, OpenAPI document, page, JSON fallbacks and the layers.
+pub fn router(state: AppState) -> Router {
+    let (api, openapi) = routes::api(&state).split_for_parts();
+    let document = axum::body::Bytes::from(openapi.to_json().unwrap_or_else(|_| "{}".into()));
+    let max_body = state.settings().gateway.max_body_bytes;
+    Router::new()
+        .merge(api)
+        .route(
+            "/openapi.json",
+            get(move || async move {
+                let json = HeaderValue::from_static("application/json");
+                ([(header::CONTENT_TYPE, json)], document).into_response()
+            }),
+        )
+        .merge(page::routes())
+        .fallback(errors::route_not_found)
+        .method_not_allowed_fallback(errors::method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), auth::loopback_only))
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+            // The path only: the query may hold an access_token.
+            tracing::info_span!("http", method = %request.method(), path = %request.uri().path())
+        }))
+        .with_state(state)
+}

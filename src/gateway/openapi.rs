@@ -1,0 +1,241 @@
+//! The OpenAPI document served at `/openapi.json`. Paths come from the handlers themselves
+//! (`#[utoipa::path]`, registered with `utoipa_axum::routes!`, so a route cannot exist
+//! without its documentation); this file adds the title, the security schemes and the
+//! schemas of the store rows the API returns as they are (`Task`, `Recursion`, `ToolCall`,
+//! `LlmCall`, `Agent`), which live in `store/` without utoipa. A unit test keeps those
+//! schemas equal to the rows' JSON.
+
+use serde_json::Value;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+use uuid::Uuid;
+
+use super::errors::{ErrorBody, ErrorDetail};
+
+/// The document's fixed parts; `routes::api` adds every path.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agentd gateway",
+        description = "Submit chat tasks to agentd workers, follow their progress as Server-Sent Events, read their traces, manage agents. Errors are always {\"error\": {\"code\", \"message\"}}."
+    ),
+    tags(
+        (name = "tasks", description = "Submit, follow, inspect and cancel tasks"),
+        (name = "agents", description = "Agents and their task history"),
+        (name = "meta", description = "Health")
+    ),
+    components(schemas(Task, Recursion, ToolCall, LlmCall, Agent, ErrorBody, ErrorDetail)),
+    modifiers(&SecuritySchemes)
+)]
+pub struct ApiDoc;
+
+/// Adds `bearer` (Authorization header) and `access_token` (query; event stream only).
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A token of gateway.tokens (not needed when none is configured)",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "access_token",
+            SecurityScheme::ApiKey(ApiKey::Query(ApiKeyValue::with_description(
+                "access_token",
+                "The bearer token as a query parameter; accepted on the event stream only",
+            ))),
+        );
+    }
+}
+
+/// A task row (`store::tasks::TaskRow`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Task {
+    task_id: Uuid,
+    agent_id: Option<Uuid>,
+    conversation_id: Option<Uuid>,
+    input: Option<String>,
+    /// pending, running, completed, failed, cancelled or rejected.
+    status: String,
+    /// Recursions run.
+    iterations: i32,
+    answer: Option<String>,
+    error: Option<String>,
+    /// max_iteration, llm_error, rejected or internal.
+    fail_reason: Option<String>,
+    /// The plan steps (step_id, description, status).
+    #[schema(value_type = Option<Vec<Object>>)]
+    plan: Option<Value>,
+    created_at: chrono::DateTime<chrono::Utc>,
+    started_at: Option<chrono::DateTime<chrono::Utc>>,
+    finished_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// One recursion of a task (`store::trace::RecursionRow`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Recursion {
+    trace_id: Uuid,
+    iteration: i32,
+    step_id: Option<String>,
+    /// CALL_TOOL, RE_PLAN, REFLECT or ANSWER.
+    action_type: Option<String>,
+    observe: String,
+    thought: String,
+    #[schema(rename = "abstract")]
+    abstract_: String,
+    #[schema(value_type = Option<Object>)]
+    output: Option<Value>,
+    /// done or error.
+    status: String,
+    error_log: Option<String>,
+    started_at: chrono::DateTime<chrono::Utc>,
+    finished_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// One tool call of a recursion (`store::trace::ToolCallRow`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ToolCall {
+    trace_id: Uuid,
+    tool_call_id: String,
+    name: String,
+    #[schema(value_type = Option<Object>)]
+    arguments: Option<Value>,
+    success: bool,
+    #[schema(value_type = Option<Object>)]
+    result: Option<Value>,
+    error: Option<String>,
+    duration_ms: i64,
+}
+
+/// One LLM attempt of a recursion (`store::trace::LlmCallRecord`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct LlmCall {
+    trace_id: Uuid,
+    attempt: i32,
+    /// "200", or the error class (http_429, timeout, ...).
+    status: String,
+    latency_ms: i64,
+    prompt_tokens: Option<i64>,
+    completion_tokens: Option<i64>,
+    error: Option<String>,
+}
+
+/// An agent (`store::agents::Agent`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Agent {
+    agent_id: Uuid,
+    name: String,
+    model: String,
+    max_iteration: i32,
+    /// Granted tool names; null means every built-in tool.
+    tools: Option<Vec<String>>,
+    /// Context budget in estimated tokens; null means the global `limits` one.
+    context_budget_tokens: Option<i32>,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use chrono::Utc;
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::{agents, tasks, trace};
+
+    fn schema_fields(name: &str) -> BTreeSet<String> {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+        doc.pointer(&format!("/components/schemas/{name}/properties"))
+            .and_then(Value::as_object)
+            .map(|props| props.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn json_fields(row: impl serde::Serialize) -> BTreeSet<String> {
+        serde_json::to_value(row)
+            .ok()
+            .and_then(|value| value.as_object().map(|o| o.keys().cloned().collect()))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn row_schemas_match_the_rows_json() {
+        let (id, now) = (Uuid::now_v7(), Utc::now());
+        let task = tasks::TaskRow {
+            task_id: id,
+            agent_id: None,
+            conversation_id: None,
+            input: None,
+            status: "pending".into(),
+            iterations: 0,
+            answer: None,
+            error: None,
+            fail_reason: None,
+            plan: None,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+        };
+        assert_eq!(schema_fields("Task"), json_fields(&task));
+        let recursion = trace::RecursionRow {
+            trace_id: id,
+            iteration: 1,
+            step_id: None,
+            action_type: None,
+            observe: String::new(),
+            thought: String::new(),
+            abstract_: String::new(),
+            output: None,
+            status: "done".into(),
+            error_log: None,
+            started_at: now,
+            finished_at: now,
+        };
+        assert_eq!(schema_fields("Recursion"), json_fields(&recursion));
+        let tool_call = trace::ToolCallRow {
+            trace_id: id,
+            tool_call_id: "call_1".into(),
+            name: "calculate".into(),
+            arguments: Some(json!({})),
+            success: true,
+            result: None,
+            error: None,
+            duration_ms: 1,
+        };
+        assert_eq!(schema_fields("ToolCall"), json_fields(&tool_call));
+        let llm_call = trace::LlmCallRecord {
+            trace_id: id,
+            attempt: 1,
+            status: "200".into(),
+            latency_ms: 1,
+            prompt_tokens: None,
+            completion_tokens: None,
+            error: None,
+        };
+        assert_eq!(schema_fields("LlmCall"), json_fields(&llm_call));
+        let agent = agents::Agent {
+            agent_id: id,
+            name: "a".into(),
+            model: "m".into(),
+            max_iteration: 30,
+            tools: None,
+            context_budget_tokens: None,
+            created_at: now,
+        };
+        assert_eq!(schema_fields("Agent"), json_fields(&agent));
+    }
+}

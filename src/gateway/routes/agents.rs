@@ -1,0 +1,270 @@
+//! `/v1/agents`: list and create agents, read one, page through an agent's task history
+//! (newest first, keyset cursor `before` = the last task_id of the previous page).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::gateway::AppState;
+use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::gateway::openapi;
+use crate::store::agents::{self, Agent, NewAgent};
+use crate::store::tasks::TaskRow;
+
+/// Default and largest page size of an agent's history.
+const DEFAULT_LIMIT: i64 = 20;
+const MAX_LIMIT: i64 = 100;
+/// Longest accepted name or model.
+const MAX_TEXT: usize = 200;
+
+/// Answer of `GET /v1/agents`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    #[schema(value_type = Vec<openapi::Agent>)]
+    pub agents: Vec<Agent>,
+}
+
+/// Body of `POST /v1/agents`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAgent {
+    pub name: String,
+    /// The model name sent to the LLM endpoint.
+    pub model: String,
+    /// Recursions allowed per task (default 30).
+    #[serde(default)]
+    pub max_iteration: Option<i32>,
+    /// Tool names the agent may call (default: every built-in tool).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+}
+
+/// Query of `GET /v1/agents/{agent_id}/tasks`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HistoryQuery {
+    /// Page size, 1 to 100 (default 20).
+    pub limit: Option<i64>,
+    /// Cursor: only tasks created before this task (the previous page's `next_before`).
+    pub before: Option<Uuid>,
+}
+
+/// Answer of `GET /v1/agents/{agent_id}/tasks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskPage {
+    /// Newest first.
+    #[schema(value_type = Vec<openapi::Task>)]
+    pub tasks: Vec<TaskRow>,
+    /// Pass as `before` for the next page; null on the last page.
+    pub next_before: Option<Uuid>,
+}
+
+impl CreateAgent {
+    fn into_new_agent(self) -> Result<NewAgent, ApiError> {
+        let name = self.name.trim().to_owned();
+        let model = self.model.trim().to_owned();
+        for (field, value) in [("name", &name), ("model", &model)] {
+            if value.is_empty() || value.len() > MAX_TEXT {
+                return Err(ApiError::invalid_body(format!(
+                    "{field} must be 1 to {MAX_TEXT} characters"
+                )));
+            }
+        }
+        if self
+            .max_iteration
+            .is_some_and(|max| !(1..=10_000).contains(&max))
+        {
+            return Err(ApiError::invalid_body(
+                "max_iteration must be between 1 and 10000",
+            ));
+        }
+        if let Some(tools) = &self.tools {
+            check_tool_names(tools)?;
+        }
+        Ok(NewAgent {
+            name,
+            model,
+            max_iteration: self.max_iteration,
+            tools: self.tools,
+        })
+    }
+}
+
+/// Tool names as the Chat Completions API allows them: 1–64 of `[A-Za-z0-9_-]`, unique.
+fn check_tool_names(tools: &[String]) -> Result<(), ApiError> {
+    for (index, tool) in tools.iter().enumerate() {
+        let valid = (1..=64).contains(&tool.len())
+            && tool
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(ApiError::invalid_body(format!(
+                "tools[{index}] {tool:?} is not a tool name (1-64 of A-Z a-z 0-9 _ -)"
+            )));
+        }
+        if tools[..index].contains(tool) {
+            return Err(ApiError::invalid_body(format!(
+                "tool {tool:?} is listed twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Lists every agent, oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/agents",
+    tag = "agents",
+    responses(
+        (status = 200, body = AgentList),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_agents(State(state): State<AppState>) -> Result<Json<AgentList>, ApiError> {
+    let agents = agents::list(state.pool()).await?;
+    Ok(Json(AgentList { agents }))
+}
+
+/// Creates an agent.
+#[utoipa::path(
+    post,
+    path = "/v1/agents",
+    tag = "agents",
+    request_body = CreateAgent,
+    responses(
+        (status = 201, description = "Created", body = openapi::Agent,
+         headers(("location" = String, description = "The agent's URL"))),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 422, description = "Invalid fields", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_agent(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateAgent>,
+) -> Result<Response, ApiError> {
+    let new_agent = body.into_new_agent()?;
+    let agent_id = agents::create(state.pool(), &new_agent).await?;
+    let agent = find_agent(state.pool(), agent_id).await?;
+    let location = format!("/v1/agents/{agent_id}");
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(agent),
+    )
+        .into_response())
+}
+
+/// Reads one agent.
+#[utoipa::path(
+    get,
+    path = "/v1/agents/{agent_id}",
+    tag = "agents",
+    params(("agent_id" = Uuid, Path, description = "The agent")),
+    responses(
+        (status = 200, body = openapi::Agent),
+        (status = 400, description = "Not a UUID", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "No such agent (agent_not_found)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_agent(
+    State(state): State<AppState>,
+    ApiPath(agent_id): ApiPath<Uuid>,
+) -> Result<Json<Agent>, ApiError> {
+    find_agent(state.pool(), agent_id).await.map(Json)
+}
+
+/// Pages through an agent's tasks, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/agents/{agent_id}/tasks",
+    tag = "agents",
+    params(("agent_id" = Uuid, Path, description = "The agent"), HistoryQuery),
+    responses(
+        (status = 200, body = TaskPage),
+        (status = 400, description = "Not a UUID, or a malformed query", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "No such agent (agent_not_found)", body = ErrorBody),
+        (status = 422, description = "limit out of range, or before is not a task of this agent", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn agent_tasks(
+    State(state): State<AppState>,
+    ApiPath(agent_id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<HistoryQuery>,
+) -> Result<Json<TaskPage>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::invalid_parameter(format!(
+            "limit must be between 1 and {MAX_LIMIT}"
+        )));
+    }
+    find_agent(state.pool(), agent_id).await?;
+    let cursor = match query.before {
+        Some(task_id) => Some(cursor_of(state.pool(), agent_id, task_id).await?),
+        None => None,
+    };
+    let mut tasks = history_page(state.pool(), agent_id, cursor, limit + 1).await?;
+    let more = tasks.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    tasks.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_before = more.then(|| tasks.last().map(|t| t.task_id)).flatten();
+    Ok(Json(TaskPage { tasks, next_before }))
+}
+
+async fn find_agent(pool: &PgPool, agent_id: Uuid) -> Result<Agent, ApiError> {
+    agents::get(pool, agent_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("agent_not_found", format!("no agent {agent_id}")))
+}
+
+/// The keyset position of the cursor task: (created_at, task_id).
+async fn cursor_of(
+    pool: &PgPool,
+    agent_id: Uuid,
+    task_id: Uuid,
+) -> Result<(DateTime<Utc>, Uuid), ApiError> {
+    let created_at: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT created_at FROM tasks WHERE task_id = $1 AND agent_id = $2")
+            .bind(task_id)
+            .bind(agent_id)
+            .fetch_optional(pool)
+            .await?;
+    created_at.map(|at| (at, task_id)).ok_or_else(|| {
+        ApiError::invalid_parameter(format!("before: {task_id} is not a task of this agent"))
+    })
+}
+
+/// One page of an agent's history, newest first, strictly before `cursor`.
+async fn history_page(
+    pool: &PgPool,
+    agent_id: Uuid,
+    cursor: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> sqlx::Result<Vec<TaskRow>> {
+    sqlx::query_as::<_, TaskRow>(
+        "SELECT task_id, agent_id, conversation_id, input, status, iterations, answer, error, \
+                fail_reason, plan, created_at, started_at, finished_at \
+         FROM tasks \
+         WHERE agent_id = $1 AND ($2::timestamptz IS NULL OR (created_at, task_id) < ($2, $3)) \
+         ORDER BY created_at DESC, task_id DESC \
+         LIMIT $4",
+    )
+    .bind(agent_id)
+    .bind(cursor.map(|(at, _)| at))
+    .bind(cursor.map(|(_, id)| id))
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,51 @@
+//! The `/v1` JSON API and `/healthz`, as an [`OpenApiRouter`] so that every route carries
+//! its OpenAPI description. Authentication is a route layer per group: `/v1` needs the
+//! bearer header, the event stream also accepts `?access_token=`, health needs nothing.
+
+pub mod agents;
+pub mod tasks;
+
+use axum::Json;
+use axum::middleware::from_fn_with_state;
+use serde::Serialize;
+use utoipa::{OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::openapi::ApiDoc;
+use super::{AppState, auth, sse};
+
+/// Every documented route, with its authentication layer.
+pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
+    let protected = OpenApiRouter::new()
+        .routes(routes!(tasks::create_task))
+        .routes(routes!(tasks::get_task))
+        .routes(routes!(tasks::cancel_task))
+        .routes(routes!(agents::list_agents, agents::create_agent))
+        .routes(routes!(agents::get_agent))
+        .routes(routes!(agents::agent_tasks))
+        .route_layer(from_fn_with_state(state.clone(), auth::require_token));
+    let stream = OpenApiRouter::new()
+        .routes(routes!(sse::task_events))
+        .route_layer(from_fn_with_state(
+            state.clone(),
+            auth::require_token_or_query,
+        ));
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(health))
+        .merge(protected)
+        .merge(stream)
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always "ok".
+    pub status: &'static str,
+}
+
+/// Liveness: the process serves HTTP. Needs no token.
+#[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, body = Health)))]
+pub async fn health() -> Json<Health> {
+    Json(Health { status: "ok" })
+}

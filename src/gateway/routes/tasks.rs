@@ -1,0 +1,268 @@
+//! `/v1/tasks`: submit a task (published to the tasks queue like any producer's), read a
+//! task with its whole trace, cancel a task. Following a task's events is `sse.rs`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::cancel::CancelResult;
+use crate::cli::submit::Submission;
+use crate::gateway::AppState;
+use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::gateway::openapi;
+use crate::store::tasks::{NewTask, TaskRow, status};
+use crate::store::trace::{LlmCallRecord, RecursionRow, ToolCallRow};
+use crate::store::{self};
+
+/// Body of `POST /v1/tasks` (the task message of CONTRACT §2 without task_id, which the
+/// gateway generates).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTask {
+    /// The agent that runs the task.
+    pub agent_id: Uuid,
+    /// The user's request; must not be blank.
+    pub input: String,
+    /// Groups tasks that are turns of one conversation.
+    #[serde(default)]
+    pub conversation_id: Option<Uuid>,
+    /// Shown to the model as context.constraints.
+    #[serde(default)]
+    pub constraints: Option<Vec<String>>,
+    /// Stream LLM tokens as llm.delta events.
+    #[serde(default)]
+    pub stream: Option<bool>,
+}
+
+/// Answer of `POST /v1/tasks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskAccepted {
+    pub task_id: Uuid,
+    /// Always "pending".
+    pub status: &'static str,
+    /// Where to follow it (Server-Sent Events).
+    pub events_url: String,
+    /// Where to read it.
+    pub task_url: String,
+}
+
+/// Answer of `GET /v1/tasks/{task_id}`: the task row and its trace rows, in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskDetail {
+    #[schema(value_type = openapi::Task)]
+    pub task: TaskRow,
+    #[schema(value_type = Vec<openapi::Recursion>)]
+    pub recursions: Vec<RecursionRow>,
+    #[schema(value_type = Vec<openapi::ToolCall>)]
+    pub tool_calls: Vec<ToolCallRow>,
+    #[schema(value_type = Vec<openapi::LlmCall>)]
+    pub llm_calls: Vec<LlmCallRecord>,
+}
+
+/// Answer of `POST /v1/tasks/{task_id}/cancel`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelAnswer {
+    pub task_id: Uuid,
+    /// `cancelled`: the task had not started and is now cancelled; `cancel_sent`: its
+    /// worker was told to stop it (it ends `cancelled` within a second).
+    pub outcome: &'static str,
+}
+
+impl CreateTask {
+    /// Rules serde cannot express.
+    fn check(&self) -> Result<(), ApiError> {
+        if self.input.trim().is_empty() {
+            return Err(ApiError::invalid_body("input must not be blank"));
+        }
+        let constraints = self.constraints.as_deref().unwrap_or_default();
+        if constraints.iter().any(|c| c.trim().is_empty()) {
+            return Err(ApiError::invalid_body(
+                "constraints must not contain blank strings",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Submits a task: validates it, checks the agent, publishes it to the tasks queue and
+/// records it as pending so that it can be read and followed at once.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks",
+    tag = "tasks",
+    request_body = CreateTask,
+    responses(
+        (status = 202, description = "Published; follow events_url", body = TaskAccepted,
+         headers(("location" = String, description = "The task's URL"))),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "Unknown agent (agent_not_found)", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not application/json", body = ErrorBody),
+        (status = 422, description = "Invalid fields", body = ErrorBody),
+        (status = 503, description = "The broker did not take the task", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_task(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateTask>,
+) -> Result<Response, ApiError> {
+    body.check()?;
+    if store::agents::get(state.pool(), body.agent_id)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::not_found(
+            "agent_not_found",
+            format!("no agent {}", body.agent_id),
+        ));
+    }
+    let task = Submission {
+        task_id: Uuid::now_v7(),
+        agent_id: body.agent_id,
+        input: body.input,
+        conversation_id: body.conversation_id,
+        constraints: body.constraints.unwrap_or_default(),
+        stream: body.stream.unwrap_or(false),
+    };
+    publish(&state, &task).await?;
+    record_pending(&state, &task).await;
+    let task_url = format!("/v1/tasks/{}", task.task_id);
+    let accepted = TaskAccepted {
+        task_id: task.task_id,
+        status: status::PENDING,
+        events_url: format!("{task_url}/events"),
+        task_url: task_url.clone(),
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, task_url)],
+        Json(accepted),
+    )
+        .into_response())
+}
+
+/// Publishes the task message exactly as `agentd submit` does.
+async fn publish(state: &AppState, task: &Submission) -> Result<(), ApiError> {
+    let message = serde_json::to_vec(task).map_err(|err| ApiError::internal(&err))?;
+    let limit = state.settings().worker.max_message_bytes;
+    if message.len() > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "the task message would be {} bytes; workers accept at most {limit}",
+                message.len()
+            ),
+        ));
+    }
+    state
+        .publisher()
+        .publish_task(&state.settings().amqp.tasks_queue, &message)
+        .await
+        .map_err(|err| ApiError::broker_unavailable(&err))
+}
+
+/// Inserts the `pending` row the worker would insert on intake (the same idempotent
+/// insert), so that the task is readable and followable before a worker takes it. The
+/// message is published already, so a failure here only delays that: it is logged.
+async fn record_pending(state: &AppState, task: &Submission) {
+    let row = NewTask {
+        task_id: task.task_id,
+        agent_id: Some(task.agent_id),
+        conversation_id: task.conversation_id,
+        input: Some(&task.input),
+        constraints: &task.constraints,
+        stream: task.stream,
+    };
+    if let Err(err) = store::tasks::insert_pending(state.pool(), &row).await {
+        tracing::warn!(task_id = %task.task_id, error = %err, "could not record the pending task");
+    }
+}
+
+/// Reads a task with its plan, recursions, tool calls and LLM attempts.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{task_id}",
+    tag = "tasks",
+    params(("task_id" = Uuid, Path, description = "The task")),
+    responses(
+        (status = 200, body = TaskDetail),
+        (status = 400, description = "Not a UUID", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "No such task (task_not_found)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_task(
+    State(state): State<AppState>,
+    ApiPath(task_id): ApiPath<Uuid>,
+) -> Result<Json<TaskDetail>, ApiError> {
+    let pool = state.pool();
+    let Some(task) = store::tasks::get(pool, task_id).await? else {
+        return Err(task_not_found(task_id));
+    };
+    Ok(Json(TaskDetail {
+        task,
+        recursions: store::trace::recursions(pool, task_id).await?,
+        tool_calls: store::trace::tool_calls(pool, task_id).await?,
+        llm_calls: store::trace::llm_calls(pool, task_id).await?,
+    }))
+}
+
+/// Cancels a task wherever it is (the logic of `agentd cancel`). A task id with no row
+/// yet (its message still queued) is cancelled before it starts, as with the CLI.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{task_id}/cancel",
+    tag = "tasks",
+    params(("task_id" = Uuid, Path, description = "The task")),
+    responses(
+        (status = 200, description = "The task had not started and is now cancelled", body = CancelAnswer),
+        (status = 202, description = "The task's worker was told to cancel it", body = CancelAnswer),
+        (status = 400, description = "Not a UUID", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 409, description = "The task has already ended (task_finished)", body = ErrorBody),
+        (status = 503, description = "The broker did not take the cancel", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn cancel_task(
+    State(state): State<AppState>,
+    ApiPath(task_id): ApiPath<Uuid>,
+) -> Result<Response, ApiError> {
+    if let Some(task) = store::tasks::get(state.pool(), task_id).await?
+        && status::is_terminal(&task.status)
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "task_finished",
+            format!("task {task_id} has already ended ({})", task.status),
+        ));
+    }
+    let result = crate::cancel::cancel_task(
+        state.pool(),
+        state.publisher(),
+        &state.settings().amqp,
+        task_id,
+    )
+    .await
+    .map_err(|err| match err.downcast_ref::<sqlx::Error>() {
+        Some(db) => ApiError::internal(db),
+        None => ApiError::broker_unavailable(&err),
+    })?;
+    let (code, outcome) = match result {
+        CancelResult::CancelledBeforeStart => (StatusCode::OK, "cancelled"),
+        CancelResult::CancelSent => (StatusCode::ACCEPTED, "cancel_sent"),
+    };
+    Ok((code, Json(CancelAnswer { task_id, outcome })).into_response())
+}
+
+fn task_not_found(task_id: Uuid) -> ApiError {
+    ApiError::not_found("task_not_found", format!("no task {task_id}"))
+}

@@ -1,0 +1,278 @@
+//! `GET /v1/tasks/{task_id}/events`: a task's progress events as Server-Sent Events
+//! (`id:` = seq, `event:` = type, `data:` = the event JSON of CONTRACT §3).
+//!
+//! The seam between stored and live events: the stream subscribes to the task's live
+//! events first, then reads the stored ones after the resume point (`Last-Event-ID`, else
+//! `?after=`), sends those, and then sends live events, skipping any seq already sent. An
+//! event is committed to `events` before it is published, so whatever was published before
+//! the subscription is in the stored read: no gap, no duplicate. Should a gap show anyway (a
+//! live event with seq > last sent + 1, a lagging receiver, an event the worker stored but
+//! failed to publish), the missing range is read from the table, also on every heartbeat
+//! tick while the stream is idle. The stream ends after the terminal event; a resume point
+//! at or past the end of an ended task gets `204 No Content`, which tells an EventSource to
+//! stop reconnecting.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use sqlx::PgPool;
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+use super::AppState;
+use super::errors::{ApiError, ApiPath, ApiQuery, ErrorBody};
+use super::hub::{Live, Subscription, TaskEvent};
+use crate::store;
+
+/// SSE events queued per client before the follower waits for the client to read.
+const CLIENT_BUFFER: usize = 64;
+
+/// Query parameters of the event stream.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Send only events with a greater seq (default 0: everything). `Last-Event-ID` wins.
+    pub after: Option<i64>,
+    /// A bearer token, for clients that cannot set headers (EventSource).
+    pub access_token: Option<String>,
+}
+
+/// Streams a task's events: the stored ones, then live ones, until its terminal event.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{task_id}/events",
+    tag = "tasks",
+    params(
+        ("task_id" = Uuid, Path, description = "The task to follow"),
+        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this seq (set by EventSource on reconnect)"),
+        EventsQuery,
+    ),
+    responses(
+        (status = 200, description = "text/event-stream: `id:` seq, `event:` type, `data:` event JSON; comments as heartbeats; ends after the terminal event", content_type = "text/event-stream", body = String),
+        (status = 204, description = "The task has ended and no event follows the resume point"),
+        (status = 400, description = "Bad task id, Last-Event-ID or query", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "No such task", body = ErrorBody),
+    ),
+    security(("bearer" = []), ("access_token" = []))
+)]
+pub async fn task_events(
+    State(state): State<AppState>,
+    ApiPath(task_id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let after = resume_point(&headers, query.after)?;
+    let Some(task) = store::tasks::get(state.pool(), task_id).await? else {
+        return Err(ApiError::not_found(
+            "task_not_found",
+            format!("no task {task_id}"),
+        ));
+    };
+    // Subscribe before reading the stored events: see the module doc.
+    let subscription = state.hub().subscribe(task_id);
+    let stored: Vec<TaskEvent> = store::events::list_after(state.pool(), task_id, after)
+        .await?
+        .iter()
+        .map(TaskEvent::from_row)
+        .collect();
+    let ended = store::tasks::status::is_terminal(&task.status);
+    if ended && stored.is_empty() {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let heartbeat = state.heartbeat();
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let follower = Follower {
+        pool: state.pool().clone(),
+        task_id,
+        last_sent: after,
+        done: false,
+        tx,
+    };
+    let stop = state.stop().clone();
+    tokio::spawn(follower.run(stored, subscription, ended, heartbeat, stop));
+    let events = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|event| (Ok::<_, Infallible>(event), rx))
+    });
+    let keep_alive = KeepAlive::new().interval(heartbeat).text("heartbeat");
+    let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
+    // Ask buffering reverse proxies (nginx) to pass events through at once.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// The seq to resume after: `Last-Event-ID` when present, else `?after=`, else 0.
+fn resume_point(headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError> {
+    let header = headers
+        .get("last-event-id")
+        .map(|value| value.to_str().map(str::trim));
+    match (header, after) {
+        (Some(Ok(text)), _) if !text.is_empty() => text
+            .parse::<i64>()
+            .ok()
+            .filter(|seq| *seq >= 0)
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_last_event_id",
+                    format!(
+                        "Last-Event-ID must be an event seq (a whole number >= 0), got {text:?}"
+                    ),
+                )
+            }),
+        (Some(Err(_)), _) => Err(ApiError::bad_request(
+            "invalid_last_event_id",
+            "Last-Event-ID is not readable text",
+        )),
+        (_, Some(seq)) if seq < 0 => Err(ApiError::invalid_parameter("after must be >= 0")),
+        (_, after) => Ok(after.unwrap_or(0)),
+    }
+}
+
+/// The SSE form of an event.
+fn to_sse(event: &TaskEvent) -> Event {
+    let sse = Event::default().id(event.seq.to_string()).data(&event.json);
+    // A type that cannot be an SSE field (empty, or with a line break) is left out rather
+    // than allowed to break the stream; the JSON still carries it.
+    let valid_type = !event.event_type.is_empty() && !event.event_type.contains(['\r', '\n', '\0']);
+    match valid_type {
+        true => sse.event(&event.event_type),
+        false => sse,
+    }
+}
+
+/// Sends one task's events to one client, in seq order, each once.
+struct Follower {
+    pool: PgPool,
+    task_id: Uuid,
+    last_sent: i64,
+    done: bool,
+    tx: mpsc::Sender<Event>,
+}
+
+impl Follower {
+    /// Sends `stored`, then live events, until the terminal event, the client leaving or
+    /// the gateway stopping. `ended`: the task had ended before the stored read, so the
+    /// stored events are all there is.
+    async fn run(
+        mut self,
+        stored: Vec<TaskEvent>,
+        mut live: Subscription,
+        ended: bool,
+        poll_every: Duration,
+        stop: CancellationToken,
+    ) {
+        for event in &stored {
+            if !self.send(event).await {
+                return;
+            }
+        }
+        if ended {
+            return;
+        }
+        let start = tokio::time::Instant::now() + poll_every;
+        let mut poll = tokio::time::interval_at(start, poll_every);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while !self.done {
+            let open = tokio::select! {
+                () = stop.cancelled() => false,
+                () = self.tx.closed() => false,
+                received = live.recv() => match received {
+                    Ok(Live::Event(event)) => self.on_live(&event).await,
+                    Ok(Live::Resync) => self.catch_up().await,
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::debug!(task_id = %self.task_id, missed, "SSE follower lagged; reading the gap from the database");
+                        self.catch_up().await
+                    }
+                    Err(broadcast::error::RecvError::Closed) => false,
+                },
+                _ = poll.tick() => self.catch_up().await,
+            };
+            if !open {
+                return;
+            }
+        }
+    }
+
+    /// Sends `event` unless it was sent already. False when the client has gone.
+    async fn send(&mut self, event: &TaskEvent) -> bool {
+        if event.seq <= self.last_sent || self.done {
+            return true;
+        }
+        if self.tx.send(to_sse(event)).await.is_err() {
+            return false;
+        }
+        self.last_sent = event.seq;
+        self.done = event.is_terminal();
+        true
+    }
+
+    /// A live event: fills a gap before it from the database first.
+    async fn on_live(&mut self, event: &TaskEvent) -> bool {
+        if event.seq > self.last_sent + 1 && !self.catch_up().await {
+            return false;
+        }
+        self.send(event).await
+    }
+
+    /// Sends every stored event after the last one sent. A database error is logged and
+    /// left to the next tick.
+    async fn catch_up(&mut self) -> bool {
+        let rows = match store::events::list_after(&self.pool, self.task_id, self.last_sent).await {
+            Ok(rows) => rows,
+            Err(err) => {
+                tracing::warn!(task_id = %self.task_id, error = %err, "reading stored events failed");
+                return true;
+            }
+        };
+        for row in &rows {
+            if !self.send(&TaskEvent::from_row(row)).await {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(last_event_id: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Ok(value) = HeaderValue::from_str(last_event_id) {
+            headers.insert("last-event-id", value);
+        }
+        headers
+    }
+
+    #[test]
+    fn last_event_id_wins_over_after() {
+        assert_eq!(resume_point(&headers("7"), Some(3)), Ok(7));
+        assert_eq!(resume_point(&HeaderMap::new(), Some(3)), Ok(3));
+        assert_eq!(resume_point(&HeaderMap::new(), None), Ok(0));
+        assert_eq!(resume_point(&headers(""), Some(2)), Ok(2));
+    }
+
+    #[test]
+    fn bad_resume_points_are_client_errors() {
+        let err = resume_point(&headers("abc"), None).err().map(|e| e.code);
+        assert_eq!(err, Some("invalid_last_event_id"));
+        let err = resume_point(&headers("-1"), None).err().map(|e| e.code);
+        assert_eq!(err, Some("invalid_last_event_id"));
+        let err = resume_point(&HeaderMap::new(), Some(-1))
+            .err()
+            .map(|e| e.code);
+        assert_eq!(err, Some("invalid_parameter"));
+    }
+}

@@ -1,0 +1,303 @@
+//! The worker's Prometheus metrics (seed 003's monitoring points): tasks, recursions,
+//! iterations, LLM attempts and retries, tool calls, compactions, dead letters, event
+//! publishing and MCP servers. Nearly everything is derived from the progress events in one
+//! place, [`observe_event`]; the driver adds LLM attempts, dead letters, deliveries in flight
+//! and publish latency with one call each. Metric names and labels are listed in
+//! [`names`]; every label value comes from a bounded set, never from free text.
+//!
+//! The recorder is global and installed once per process ([`install`]); until then every
+//! call here is a cheap no-op. `server` serves `/metrics`, `/healthz` and `/readyz`.
+
+pub mod names;
+pub mod server;
+
+use std::collections::HashSet;
+use std::sync::{OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use serde_json::Value;
+
+use crate::core::types::Usage;
+use crate::worker::events::Event;
+use names::*;
+
+static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
+static KNOWN_TOOLS: RwLock<Option<HashSet<String>>> = RwLock::new(None);
+
+/// Installs the global Prometheus recorder (once; later calls return the same handle).
+pub fn install() -> anyhow::Result<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| build().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(|e| anyhow::anyhow!("installing the metrics recorder: {e}"))
+}
+
+fn build() -> anyhow::Result<PrometheusHandle> {
+    let seconds = [
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+    ];
+    let iterations = [1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 30.0, 50.0, 100.0];
+    let ratio = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &seconds)?
+        .set_buckets_for_metric(Matcher::Full(TASK_ITERATIONS.to_owned()), &iterations)?
+        .set_buckets_for_metric(Matcher::Full(COMPACTION_RATIO.to_owned()), &ratio)?
+        .install_recorder()?;
+    describe();
+    // Series without labels exist from the start, so rates work before the first task.
+    for name in [
+        TASKS_STARTED,
+        TASKS_RESUMED,
+        LLM_RETRIES,
+        COMPACTIONS,
+        DEAD_LETTERS,
+    ] {
+        counter!(name).increment(0);
+    }
+    gauge!(TASKS_IN_FLIGHT).increment(0.0);
+    Ok(handle)
+}
+
+/// Remembers the tool names the worker offers, so that tool metrics label a name the model
+/// made up as `unknown` instead of creating a series per invented name.
+pub fn register_tools(names: &[String]) {
+    if let Ok(mut known) = KNOWN_TOOLS.write() {
+        known
+            .get_or_insert_with(HashSet::new)
+            .extend(names.iter().cloned());
+    }
+}
+
+fn tool_label(name: &str) -> String {
+    let known = KNOWN_TOOLS
+        .read()
+        .map(|known| known.as_ref().is_some_and(|set| set.contains(name)))
+        .unwrap_or(false);
+    if known {
+        name.to_owned()
+    } else {
+        "unknown".to_owned()
+    }
+}
+
+/// Records one committed progress event (called for every event, once).
+pub fn observe_event(event: &Event) {
+    counter!(EVENTS, "type" => event.event_type).increment(1);
+    let data = &event.data;
+    match event.event_type {
+        "task.started" => counter!(TASKS_STARTED).increment(1),
+        "task.resumed" => counter!(TASKS_RESUMED).increment(1),
+        "task.completed" => task_ended("completed", "none", data),
+        "task.cancelled" => task_ended("cancelled", "none", data),
+        "task.failed" => {
+            let reason = bounded(text(data, "reason"), &FAIL_REASONS);
+            let status = if reason == "rejected" {
+                "rejected"
+            } else {
+                "failed"
+            };
+            task_ended(status, reason, data);
+        }
+        "recursion.completed" => recursion_completed(data),
+        "llm.retry" => counter!(LLM_RETRIES).increment(1),
+        "tool.completed" => tool_completed(data),
+        "context.compacted" => compacted(data),
+        _ => {}
+    }
+}
+
+fn task_ended(status: &'static str, reason: &'static str, data: &Value) {
+    counter!(TASKS_ENDED, "status" => status, "reason" => reason).increment(1);
+    if status != "rejected"
+        && let Some(iterations) = data.get("iterations").and_then(Value::as_f64)
+    {
+        histogram!(TASK_ITERATIONS).record(iterations);
+    }
+}
+
+fn recursion_completed(data: &Value) {
+    let action = match data.get("action_type").and_then(Value::as_str) {
+        None => "none",
+        Some(action) => bounded(action, &ACTION_TYPES),
+    };
+    let status = bounded(text(data, "status"), &["done", "error"]);
+    counter!(RECURSIONS, "action_type" => action, "status" => status).increment(1);
+    if let Some(ms) = data.get("duration_ms").and_then(Value::as_f64) {
+        histogram!(RECURSION_DURATION).record(ms.max(0.0) / 1000.0);
+    }
+}
+
+fn tool_completed(data: &Value) {
+    let tool = tool_label(text(data, "name"));
+    let success = if data.get("success") == Some(&Value::Bool(true)) {
+        "true"
+    } else {
+        "false"
+    };
+    counter!(TOOL_CALLS, "tool" => tool.clone(), "success" => success).increment(1);
+    if let Some(ms) = data.get("duration_ms").and_then(Value::as_f64) {
+        histogram!(TOOL_CALL_DURATION, "tool" => tool).record(ms.max(0.0) / 1000.0);
+    }
+}
+
+fn compacted(data: &Value) {
+    counter!(COMPACTIONS).increment(1);
+    let before = data.get("before_tokens").and_then(Value::as_f64);
+    let after = data.get("after_tokens").and_then(Value::as_f64);
+    if let (Some(before), Some(after)) = (before, after)
+        && before > 0.0
+    {
+        histogram!(COMPACTION_RATIO).record((after / before).clamp(0.0, 1.0));
+        counter!(COMPACTION_TOKENS_SAVED).increment((before - after).max(0.0) as u64);
+    }
+}
+
+/// Records one LLM attempt: `status` is the `llm_calls.status` value (`200`, `http_429`,
+/// `timeout`, ...), the latency and the token usage.
+pub fn observe_llm_attempt(status: &str, latency_ms: u64, usage: &Usage) {
+    let status = llm_status_label(status);
+    let result = if status == "200" { "ok" } else { "error" };
+    counter!(LLM_ATTEMPTS, "status" => status).increment(1);
+    histogram!(LLM_DURATION, "result" => result).record(latency_ms as f64 / 1000.0);
+    let tokens = [
+        ("prompt", usage.prompt_tokens),
+        ("completion", usage.completion_tokens),
+    ];
+    for (kind, count) in tokens {
+        if let Some(count) = count.and_then(|c| u64::try_from(c).ok()) {
+            counter!(LLM_TOKENS, "kind" => kind).increment(count);
+        }
+    }
+}
+
+/// `http_<3 digits>` and short lowercase classes pass; anything else is `other`.
+fn llm_status_label(status: &str) -> String {
+    let plain = status.len() <= 24
+        && status
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        status.to_owned()
+    } else {
+        "other".to_owned()
+    }
+}
+
+/// Records a task message moved to the dead-letter queue.
+pub fn observe_dead_letter() {
+    counter!(DEAD_LETTERS).increment(1);
+}
+
+/// Awaits an event publish and records how long it took and whether it was confirmed.
+pub async fn time_publish<T, E>(publish: impl Future<Output = Result<T, E>>) -> Result<T, E> {
+    let started = Instant::now();
+    let result = publish.await;
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    histogram!(PUBLISH_DURATION, "result" => outcome).record(started.elapsed().as_secs_f64());
+    result
+}
+
+/// Counts a task message being handled while the guard lives (`agentd_tasks_in_flight`).
+#[must_use = "the delivery counts as in flight while the guard lives"]
+pub struct InFlight(());
+
+/// Starts counting one delivery in flight; dropping the guard ends it.
+pub fn track_in_flight() -> InFlight {
+    gauge!(TASKS_IN_FLIGHT).increment(1.0);
+    InFlight(())
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        gauge!(TASKS_IN_FLIGHT).decrement(1.0);
+    }
+}
+
+/// Records whether an MCP server is connected.
+pub fn mcp_server_up(server: &str, up: bool) {
+    gauge!(MCP_SERVER_UP, "server" => server.to_owned()).set(if up { 1.0 } else { 0.0 });
+}
+
+/// Counts a restart (reconnect) of an MCP server.
+pub fn mcp_server_restarted(server: &str) {
+    counter!(MCP_RESTARTS, "server" => server.to_owned()).increment(1);
+}
+
+/// Records a retention prune run and the tasks it removed.
+pub fn observe_prune(tasks_removed: u64, took: Duration) {
+    counter!(PRUNED_TASKS).increment(tasks_removed);
+    histogram!(PRUNE_DURATION).record(took.as_secs_f64());
+}
+
+fn text<'a>(data: &'a Value, key: &str) -> &'a str {
+    data.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// `value` when it is one of `allowed`, else `other`.
+fn bounded(value: &str, allowed: &[&'static str]) -> &'static str {
+    allowed
+        .iter()
+        .find(|known| **known == value)
+        .copied()
+        .unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn event(event_type: &'static str, data: Value) -> Event {
+        Event {
+            event_id: Uuid::now_v7(),
+            task_id: Uuid::nil(),
+            agent_id: None,
+            seq: 1,
+            event_type,
+            trace_id: None,
+            iteration: None,
+            ts: chrono::Utc::now(),
+            data,
+        }
+    }
+
+    #[test]
+    fn events_move_the_counters() {
+        let handle = install().expect("the recorder installs");
+        let compacted = json!({"before_tokens": 1000, "after_tokens": 250, "folded_recursions": 3});
+        observe_event(&event("context.compacted", compacted));
+        observe_event(&event(
+            "task.failed",
+            json!({"reason": "max_iteration", "iterations": 30}),
+        ));
+        let recursion = json!({"action_type": "MAKE_COFFEE", "status": "done", "duration_ms": 5});
+        observe_event(&event("recursion.completed", recursion));
+        let text = handle.render();
+        for expected in [
+            "agentd_compactions_total ",
+            "agentd_compaction_tokens_saved_total ",
+            "agentd_compaction_ratio_bucket{le=\"0.3\"}",
+            "agentd_tasks_ended_total{status=\"failed\",reason=\"max_iteration\"}",
+            "agentd_recursions_total{action_type=\"other\",status=\"done\"}",
+            "agentd_task_iterations_bucket{le=\"30\"}",
+        ] {
+            assert!(text.contains(expected), "{expected} missing in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn labels_stay_bounded() {
+        assert_eq!(bounded("ANSWER", &ACTION_TYPES), "ANSWER");
+        assert_eq!(bounded("MAKE_COFFEE", &ACTION_TYPES), "other");
+        assert_eq!(llm_status_label("http_429"), "http_429");
+        assert_eq!(llm_status_label("timeout"), "timeout");
+        assert_eq!(llm_status_label("Weird Label!"), "other");
+        register_tools(&["calculate".to_owned()]);
+        assert_eq!(tool_label("calculate"), "calculate");
+        assert_eq!(tool_label("made_up_by_the_model"), "unknown");
+    }
+}

@@ -1,0 +1,99 @@
+// Drives the live trace page in headless Chromium: submits a task on the page, waits for
+// the answer and the checked-off plan, saves a screenshot, then reopens the finished task
+// by URL and checks that its full trace is replayed.
+//
+// Usage: node page.test.mjs URL AGENT_ID MARKER SCREENSHOT_PATH [TOKEN]
+// Run by tests/gateway.rs, which starts the gateway, a worker and the scripted fake LLM.
+// Chromium: $AGENTD_E2E_CHROMIUM or /usr/bin/chromium.
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [url, agentId, marker, screenshot, token] = process.argv.slice(2);
+if (!url || !agentId || !marker || !screenshot) {
+  console.error('usage: node page.test.mjs URL AGENT_ID MARKER SCREENSHOT_PATH [TOKEN]');
+  process.exit(2);
+}
+const executablePath = process.env.AGENTD_E2E_CHROMIUM || '/usr/bin/chromium';
+const TIMEOUT = 30_000;
+
+function check(condition, message) {
+  if (!condition) throw new Error(`check failed: ${message}`);
+}
+
+async function submitOnThePage(page) {
+  await page.goto(url);
+  if (token) {
+    // Without the token the API answers 401 and the page says what to do.
+    await page.waitForSelector('#banner:not([hidden])', { timeout: TIMEOUT });
+    const hint = await page.textContent('#banner');
+    check(hint.includes('bearer token'), `token hint: "${hint}"`);
+    await page.fill('#token', token);
+    await page.click('#token-form button');
+    await page.waitForSelector('#banner', { state: 'hidden', timeout: TIMEOUT });
+  }
+  await page.waitForFunction(
+    (id) => [...document.querySelectorAll('#agent option')].some((o) => o.value === id),
+    agentId, { timeout: TIMEOUT });
+  await page.selectOption('#agent', agentId);
+  await page.fill('#input', `${marker}: what is 6*7?`);
+  await page.click('#send');
+  await page.waitForSelector('#answer-box:not([hidden])', { timeout: TIMEOUT });
+}
+
+async function checkTrace(page, where) {
+  const answer = (await page.textContent('#answer')).trim();
+  check(answer === '6*7 = 42', `${where}: answer is "${answer}"`);
+  const status = (await page.textContent('#task-status')).trim();
+  check(status === 'completed', `${where}: status is "${status}"`);
+  const steps = await page.locator('#plan li').count();
+  const done = await page.locator('#plan li.done').count();
+  check(steps === 2 && done === 2, `${where}: ${done} of ${steps} plan steps checked off`);
+  const cards = await page.locator('.card').count();
+  check(cards === 3, `${where}: ${cards} recursion cards`);
+  const actions = await page.locator('.card .badge').allTextContents();
+  check(actions.join(',') === 'RE_PLAN,CALL_TOOL,ANSWER', `${where}: actions ${actions}`);
+  const tool = await page.textContent('.tool');
+  check(tool.includes('calculate') && tool.includes('42'), `${where}: tool call "${tool}"`);
+  await page.waitForFunction(() => document.querySelectorAll('.card .llm').length === 3,
+    null, { timeout: TIMEOUT });
+}
+
+const browser = await chromium.launch({
+  executablePath,
+  args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking',
+    '--disable-component-update', '--no-first-run', '--disable-sync'],
+});
+const problems = [];
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    // The 401s before the token is entered are expected (and checked above).
+    if (message.type() === 'error' && !message.text().includes('401')) {
+      problems.push(`console error: ${message.text()}`);
+    }
+  });
+  await submitOnThePage(page);
+  await checkTrace(page, 'live');
+  mkdirSync(dirname(screenshot), { recursive: true });
+  await page.screenshot({ path: screenshot, fullPage: true });
+
+  const taskId = (await page.textContent('#task-id')).trim();
+  const replay = await context.newPage();
+  replay.on('pageerror', (error) => problems.push(`page error (replay): ${error.message}`));
+  await replay.goto(`${url}#task=${taskId}`);
+  await replay.waitForSelector('#answer-box:not([hidden])', { timeout: TIMEOUT });
+  await checkTrace(replay, 'replay');
+  const listed = await replay.locator(`#history li[data-task-id="${taskId}"]`).count();
+  check(listed === 1, 'the task is listed in the agent history');
+  check(problems.length === 0, problems.join('\n'));
+  console.log(`page e2e ok: task ${taskId}, screenshot ${screenshot}`);
+} catch (error) {
+  console.error(error.stack || String(error));
+  if (problems.length) console.error(problems.join('\n'));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

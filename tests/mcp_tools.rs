@@ -1,0 +1,376 @@
+//! MCP tool sources against a real MCP server process (tests/mcp_server, built by cargo as
+//! `agentd-test-mcp-server`): tools offered as `<server>__<tool>` with their schemas, calls
+//! through the real worker and the fake LLM recorded in tool_calls and shown to the next
+//! recursion, grants by name only, call timeouts, a killed server giving a clear error and
+//! coming back, the HTTP transport, and `agentd tools`.
+
+#[allow(dead_code)]
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentd::config::{McpServerSettings, ToolsSettings};
+use agentd::core::types::ToolCallRequest;
+use agentd::tools::ToolRegistry;
+use serde_json::{Value, json};
+use support::fake_llm::{answer_reply, call_tool_reply};
+use support::harness::{self, TestEnv};
+use uuid::Uuid;
+
+const PID_ENV: &str = "AGENTD_TEST_MCP_PID_FILE";
+const GATE_ENV: &str = "AGENTD_TEST_MCP_GATE";
+
+/// `(name, success, result, error)` of a task's tool calls, in order.
+async fn tool_rows(
+    env: &TestEnv,
+    task_id: Uuid,
+) -> Vec<(String, bool, Option<Value>, Option<String>)> {
+    sqlx::query_as(
+        "SELECT name, success, result, error FROM tool_calls WHERE task_id = $1 ORDER BY id",
+    )
+    .bind(task_id)
+    .fetch_all(&env.pool)
+    .await
+    .expect("tool_calls")
+}
+
+/// Runs a task whose first recursion calls `calls`, then answers; returns its tool rows.
+async fn run_calls(
+    env: &TestEnv,
+    agent: Uuid,
+    marker: &str,
+    calls: Vec<(&str, Value)>,
+) -> Vec<(String, bool, Option<Value>, Option<String>)> {
+    env.fake
+        .script(marker, vec![call_tool_reply(calls), answer_reply("done")]);
+    let task_id = env.submit(agent, marker).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed", "{marker}: {:?}", task.error);
+    tool_rows(env, task_id).await
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Whether `pid` runs (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn mcp_tools_run_through_the_worker_and_survive_a_crash() {
+    let dir = harness::scratch_dir("mcp");
+    let (pid_file, gate) = (dir.join("pid"), dir.join("gate"));
+    let server = harness::test_mcp_server("testsrv", &[(PID_ENV, &pid_file), (GATE_ENV, &gate)]);
+    let env = TestEnv::start_with(|s| {
+        s.tools.mcp = vec![server];
+        s.tools.call_timeout_ms = 1_000;
+        s.tools.restart_initial_delay_ms = 100;
+        s.tools.restart_max_delay_ms = 300;
+    })
+    .await;
+    let agent = env.agent(None, Some(&GRANTED)).await;
+    calls_are_recorded_and_fed_back(&env, agent).await;
+    null_grant_gets_builtins_only(&env).await;
+    crash_gives_a_clear_error_then_recovers(&env, agent, &pid_file, &gate).await;
+
+    let pid = read_pid(&pid_file).expect("pid");
+    env.stop().await;
+    wait_for("the MCP server to stop with the worker", || !alive(pid)).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// What the agent of the main test may call.
+const GRANTED: [&str; 4] = [
+    "calculate",
+    "testsrv__add",
+    "testsrv__fail",
+    "testsrv__sleep",
+];
+
+/// add succeeds, fail reports its error, sleep times out; the next recursion sees all three;
+/// only the granted tools are offered, with the server's schema and description.
+async fn calls_are_recorded_and_fed_back(env: &TestEnv, agent: Uuid) {
+    let rows = run_calls(
+        env,
+        agent,
+        "mcp-calls",
+        vec![
+            ("testsrv__add", json!({"a": 2, "b": 3})),
+            ("testsrv__fail", json!({"message": "boom"})),
+            ("testsrv__sleep", json!({"ms": 5000})),
+        ],
+    )
+    .await;
+    assert_eq!(
+        rows[0],
+        ("testsrv__add".into(), true, Some(json!("5")), None)
+    );
+    assert_eq!((rows[1].1, rows[1].3.as_deref()), (false, Some("boom")));
+    let timeout = rows[2].3.clone().unwrap_or_default();
+    assert!(
+        timeout.contains("did not answer 'sleep' within 1000 ms"),
+        "{timeout}"
+    );
+
+    let requests = env.fake.requests_for("mcp-calls");
+    assert_eq!(
+        requests[0].tool_names(),
+        GRANTED,
+        "granted tools only, in order"
+    );
+    let add = requests[0].body["tools"]
+        .as_array()
+        .and_then(|tools| {
+            tools
+                .iter()
+                .find(|t| t["function"]["name"] == "testsrv__add")
+        })
+        .cloned()
+        .unwrap_or_default();
+    let schema = &add["function"]["parameters"];
+    assert_eq!(schema["properties"]["a"]["type"], "number", "{add:#}");
+    assert_eq!(
+        add["function"]["description"],
+        "Add two numbers and return the sum"
+    );
+    let next = requests[1].system_state().expect("state");
+    let results = &next["last_recursion"]["tool_call_results"];
+    assert_eq!(results[0]["name"], "testsrv__add");
+    assert_eq!(results[0]["result"], json!("5"));
+    assert_eq!(results[2]["success"], false);
+}
+
+async fn null_grant_gets_builtins_only(env: &TestEnv) {
+    let agent = env.agent(None, None).await;
+    let rows = run_calls(
+        env,
+        agent,
+        "mcp-null",
+        vec![("testsrv__echo", json!({"text": "hi"}))],
+    )
+    .await;
+    assert_eq!(
+        rows[0].3.as_deref(),
+        Some("tool 'testsrv__echo' is not granted to this agent")
+    );
+    let offered = env.fake.requests_for("mcp-null")[0].tool_names();
+    assert_eq!(offered, ["calculate", "take_memo", "current_time"]);
+}
+
+async fn crash_gives_a_clear_error_then_recovers(
+    env: &TestEnv,
+    agent: Uuid,
+    pid_file: &Path,
+    gate: &Path,
+) {
+    let first = read_pid(pid_file).expect("the server wrote its pid");
+    std::fs::write(gate, b"closed").expect("gate");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    wait_for("the killed server to be gone", || !alive(first)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let add = || vec![("testsrv__add", json!({"a": 1, "b": 1}))];
+    let started = std::time::Instant::now();
+    let down = run_calls(env, agent, "mcp-down", add()).await;
+    let error = down[0].3.clone().unwrap_or_default();
+    assert!(!down[0].1);
+    assert!(
+        error.contains("MCP server 'testsrv' is unavailable"),
+        "a clear error: {error}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no hanging while down"
+    );
+
+    std::fs::remove_file(gate).expect("open the gate");
+    wait_for("the server to be restarted", || {
+        read_pid(pid_file).is_some_and(|pid| pid != first && alive(pid))
+    })
+    .await;
+    for attempt in 0..20 {
+        let rows = run_calls(env, agent, &format!("mcp-back-{attempt}"), add()).await;
+        if rows[0].1 {
+            assert_eq!(rows[0].2, Some(json!("2")));
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("the restarted MCP server never answered");
+}
+
+fn http_server(name: &str, url: String) -> McpServerSettings {
+    McpServerSettings {
+        name: name.to_owned(),
+        command: None,
+        args: Vec::new(),
+        env: Default::default(),
+        url: Some(url),
+        bearer_token: None,
+        call_timeout_ms: Some(5_000),
+    }
+}
+
+/// Starts the test server on `addr` (streamable HTTP) and waits until it listens.
+async fn start_http_server(addr: &str) -> tokio::process::Child {
+    let child = tokio::process::Command::new(harness::test_mcp_server_bin())
+        .args(["--http", addr])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the HTTP MCP server");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the HTTP server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child
+}
+
+fn echo_request(text: &str) -> ToolCallRequest {
+    ToolCallRequest {
+        id: "call_1".into(),
+        name: "web__echo".into(),
+        arguments: json!({ "text": text }).to_string(),
+    }
+}
+
+#[tokio::test]
+async fn streamable_http_servers_work_and_reconnect() {
+    let addr = harness::free_local_addr();
+    let mut child = start_http_server(&addr).await;
+    let settings = ToolsSettings {
+        mcp: vec![http_server("web", format!("http://{addr}/mcp"))],
+        restart_initial_delay_ms: 100,
+        restart_max_delay_ms: 300,
+        ..ToolsSettings::default()
+    };
+    let registry = ToolRegistry::from_settings(&settings)
+        .await
+        .expect("registry");
+    let catalog = registry.catalog();
+    let echo = catalog
+        .iter()
+        .find(|t| t.spec.name == "web__echo")
+        .expect("web__echo");
+    assert_eq!(
+        (echo.source.as_str(), echo.granted_by_default),
+        ("mcp:web", false)
+    );
+    let grants = vec!["web__echo".to_owned()];
+    let result = registry
+        .call(Some(&grants), &echo_request("over http"))
+        .await;
+    assert_eq!(
+        (result.success, result.result),
+        (true, Some(json!("over http")))
+    );
+
+    let _ = child.kill().await;
+    let down = registry.call(Some(&grants), &echo_request("lost")).await;
+    let error = down.error.unwrap_or_default();
+    assert!(error.contains("MCP server 'web'"), "{error}");
+    let mut child = start_http_server(&addr).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let back = registry.call(Some(&grants), &echo_request("back")).await;
+        if back.success {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never reconnected: {back:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    registry.shutdown().await;
+    let _ = child.kill().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_fails_the_start() {
+    let mut ghost = ToolsSettings {
+        mcp: vec![harness::test_mcp_server("ghost", &[])],
+        restart_initial_delay_ms: 20,
+        ..ToolsSettings::default()
+    };
+    ghost.mcp[0].command = Some("/nonexistent/agentd-mcp-server".to_owned());
+    let error = ToolRegistry::from_settings(&ghost)
+        .await
+        .expect_err("start fails");
+    assert!(
+        format!("{error:#}").contains("MCP server 'ghost'"),
+        "{error:#}"
+    );
+}
+
+#[tokio::test]
+async fn agentd_tools_lists_builtin_and_mcp_tools() {
+    let dir = harness::scratch_dir("mcp-cli");
+    let pid_file = dir.join("pid");
+    let config = dir.join("tools.toml");
+    let toml = format!(
+        "[[tools.mcp]]\nname = \"testsrv\"\ncommand = \"{}\"\nenv = {{ {PID_ENV} = \"{}\" }}\n",
+        harness::test_mcp_server_bin(),
+        pid_file.display()
+    );
+    std::fs::write(&config, toml).expect("config file");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .arg("--config")
+        .arg(&config)
+        .arg("tools")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .await
+        .expect("run agentd tools");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(line("calculate ").contains("built-in"), "{stdout}");
+    for tool in [
+        "testsrv__echo",
+        "testsrv__add",
+        "testsrv__sleep",
+        "testsrv__fail",
+    ] {
+        assert!(line(tool).contains("mcp:testsrv"), "{tool}: {stdout}");
+    }
+    let pid = read_pid(&pid_file).expect("the env table reached the server as written");
+    wait_for("the listed server to be stopped", || !alive(pid)).await;
+    let _ = std::fs::remove_dir_all(dir);
+}

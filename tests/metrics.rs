@@ -1,0 +1,179 @@
+//! The worker's operations listener over real HTTP: `/healthz`, `/readyz`, and a scrape of
+//! `/metrics` before and after real tasks (an LLM retry, a tool call, an answer, a rejected
+//! message that is dead-lettered) showing the counters and histograms moved.
+
+#[allow(dead_code)]
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::json;
+use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
+use support::harness::{self, TestEnv};
+use uuid::Uuid;
+
+/// `name{labels sorted}` → value, from Prometheus text format.
+fn parse(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .filter_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            Some((normalize(key), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn normalize(key: &str) -> String {
+    match key.split_once('{') {
+        Some((name, labels)) => {
+            let mut labels: Vec<&str> = labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .collect();
+            labels.sort_unstable();
+            format!("{name}{{{}}}", labels.join(","))
+        }
+        None => key.to_owned(),
+    }
+}
+
+struct Scrape(HashMap<String, f64>);
+
+impl Scrape {
+    async fn take(addr: &str) -> Scrape {
+        let (status, body) = harness::http_get(addr, "/metrics").await;
+        assert_eq!(status, 200, "{body}");
+        Scrape(parse(&body))
+    }
+
+    fn get(&self, key: &str) -> f64 {
+        self.0.get(&normalize(key)).copied().unwrap_or(0.0)
+    }
+}
+
+async fn wait_ok(addr: &str, path: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, body) = harness::http_get(addr, path).await;
+        if status == 200 {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path}: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How much each series must have moved across the test's two tasks: one completed after
+/// an LLM retry (500), a calculate call and an answer; one rejected (unknown agent).
+const EXPECTED: [(&str, f64); 16] = [
+    ("agentd_tasks_started_total", 1.0),
+    (
+        r#"agentd_tasks_ended_total{status="completed",reason="none"}"#,
+        1.0,
+    ),
+    (
+        r#"agentd_tasks_ended_total{status="rejected",reason="rejected"}"#,
+        1.0,
+    ),
+    ("agentd_dead_letters_total", 1.0),
+    (r#"agentd_llm_attempts_total{status="http_500"}"#, 1.0),
+    (r#"agentd_llm_attempts_total{status="200"}"#, 2.0),
+    (
+        r#"agentd_llm_call_duration_seconds_count{result="ok"}"#,
+        2.0,
+    ),
+    ("agentd_llm_retries_total", 1.0),
+    (r#"agentd_llm_tokens_total{kind="prompt"}"#, 22.0),
+    (
+        r#"agentd_recursions_total{action_type="CALL_TOOL",status="done"}"#,
+        1.0,
+    ),
+    (
+        r#"agentd_recursions_total{action_type="ANSWER",status="done"}"#,
+        1.0,
+    ),
+    (
+        r#"agentd_tool_calls_total{tool="calculate",success="true"}"#,
+        1.0,
+    ),
+    (
+        r#"agentd_tool_call_duration_seconds_count{tool="calculate"}"#,
+        1.0,
+    ),
+    ("agentd_task_iterations_count", 1.0),
+    ("agentd_task_iterations_sum", 2.0),
+    (r#"agentd_events_total{type="tool.completed"}"#, 1.0),
+];
+
+#[tokio::test]
+async fn health_readiness_and_metrics_after_real_tasks() {
+    let addr = harness::free_local_addr();
+    let env = TestEnv::start_with(|s| s.metrics.bind = addr.clone()).await;
+    assert_eq!(wait_ok(&addr, "/healthz").await, "ok\n");
+    let ready = wait_ok(&addr, "/readyz").await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&ready).ok(),
+        Some(json!({"ready": true, "broker": "ok", "database": "ok"}))
+    );
+    let before = Scrape::take(&addr).await;
+    run_tasks(&env).await;
+    let after = settled_scrape(&addr, &before).await;
+    let moved = |key: &str| after.get(key) - before.get(key);
+    for (key, delta) in EXPECTED {
+        assert_eq!(moved(key), delta, "{key}");
+    }
+    // One observation per published batch (a step's events go out with pipelined confirms).
+    assert!(moved(r#"agentd_event_publish_duration_seconds_count{result="ok"}"#) >= 3.0);
+    assert!(moved("agentd_recursion_duration_seconds_count") >= 2.0);
+    assert_eq!(after.get("agentd_tasks_in_flight"), 0.0);
+
+    env.stop().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while harness::http_get(&addr, "/healthz").await.0 != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the listener stops with the worker"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A completed task (LLM retry, tool call, answer) and a rejected, dead-lettered message.
+async fn run_tasks(env: &TestEnv) {
+    let agent = env.agent(None, None).await;
+    env.fake.script(
+        "metrics-run",
+        vec![
+            FakeReply::status(500, "overloaded"),
+            call_tool_reply(vec![("calculate", json!({"expression": "6*7"}))]),
+            answer_reply("42"),
+        ],
+    );
+    let task_id = env.submit(agent, "metrics-run").await;
+    let rejected = Uuid::now_v7();
+    let body =
+        json!({"task_id": rejected, "agent_id": Uuid::now_v7(), "input": "nobody runs this"});
+    env.publish_raw(body.to_string().as_bytes()).await;
+    assert_eq!(env.wait_terminal(task_id).await.status, "completed");
+    assert_eq!(env.wait_terminal(rejected).await.status, "rejected");
+}
+
+/// Scrapes until the dead letter is counted and nothing is in flight (or 10 s).
+async fn settled_scrape(addr: &str, before: &Scrape) -> Scrape {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let scrape = Scrape::take(addr).await;
+        let settled = scrape.get("agentd_dead_letters_total")
+            > before.get("agentd_dead_letters_total")
+            && scrape.get("agentd_tasks_in_flight") == 0.0;
+        if settled || tokio::time::Instant::now() > deadline {
+            return scrape;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
