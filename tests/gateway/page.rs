@@ -96,10 +96,17 @@ fn page_test_prerequisites(e2e: &std::path::Path) -> Result<std::path::PathBuf, 
         ));
     }
     if !e2e.join("node_modules/playwright-core").is_dir() {
-        return Err(format!(
-            "playwright-core is not installed in {}; {install}",
-            e2e.display()
-        ));
+        // The locked package comes from the npm registry, like cargo's crates.
+        let installed = std::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(e2e)
+            .status();
+        if !matches!(installed, Ok(status) if status.success()) {
+            return Err(format!(
+                "playwright-core is not installed in {} and `npm ci` failed; {install}",
+                e2e.display()
+            ));
+        }
     }
     Ok(chromium)
 }
