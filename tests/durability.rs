@@ -354,3 +354,84 @@ async fn a_message_that_keeps_killing_workers_is_dead_lettered() {
     assert_eq!(llm.calls_for(input), 4);
     env.stop().await;
 }
+
+/// Runs SQL on the server's maintenance database (not the test's, which goes away).
+async fn admin(sql: &str) {
+    let pool = sqlx::PgPool::connect("postgres://postgres@127.0.0.1:5432/postgres")
+        .await
+        .expect("admin connection");
+    sqlx::query(sql).execute(&pool).await.expect(sql);
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn a_database_outage_pauses_tasks_instead_of_failing_them() {
+    let llm = StatelessLlm::start().await;
+    let env = env_with_lease(&llm, 10.0).await;
+    let agent = env.agent(None, None).await;
+    let inputs: Vec<String> = (0..4)
+        .map(|i| format!("dbdown-{i} steps=4 delay_ms=300"))
+        .collect();
+    let ids = submit_all(&env, agent, &inputs).await;
+    let mut worker = WorkerProcess::spawn(&env.settings, &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count(&env, "SELECT count(*) FROM recursions").await < 2 {
+        assert!(Instant::now() < deadline, "no progress: {}", worker.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // This test's database goes away for 3 s: new connections are refused and the open ones
+    // (the worker's pool included) are cut. Other tests' databases are untouched.
+    let database = env
+        .settings
+        .database
+        .url
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    admin(&format!(
+        "ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS false"
+    ))
+    .await;
+    admin(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
+    ))
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        worker.wait(Duration::ZERO).await.is_none(),
+        "the worker is still up"
+    );
+    admin(&format!(
+        "ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true"
+    ))
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(
+        &env,
+        "SELECT count(*) FROM tasks WHERE status = 'completed'",
+    )
+    .await
+        < 4
+    {
+        assert!(
+            Instant::now() < deadline,
+            "tasks stuck after the outage:\n{}",
+            worker.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for task_id in ids {
+        assert_exactly_once(&env, task_id, 5).await;
+    }
+    assert!(
+        worker.log().contains("database unavailable"),
+        "{}",
+        worker.log()
+    );
+    assert!(
+        env.dead_letter_now().await.is_none(),
+        "no delivery was spent on the outage"
+    );
+    env.stop().await;
+}

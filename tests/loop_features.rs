@@ -250,6 +250,19 @@ async fn a_long_task_with_big_outputs_stays_within_budget() {
         compactions.len(),
         "each compaction is recorded"
     );
+    let stored: String = sqlx::query_scalar(
+        "SELECT result::text FROM tool_calls WHERE task_id = $1 ORDER BY id LIMIT 1",
+    )
+    .bind(task_id)
+    .fetch_one(&env.pool)
+    .await
+    .unwrap();
+    assert!(
+        stored.len() < 4000,
+        "stored results are capped: {} bytes",
+        stored.len()
+    );
+    assert!(stored.contains("truncated"), "with a visible marker");
     let last_state = requests[29].system_state().unwrap();
     assert!(
         last_state["context"]["compacted_history"].is_array(),
@@ -390,5 +403,49 @@ async fn the_delta_batching_is_not_one_message_per_token() {
         (1..=20).contains(&deltas),
         "{deltas} delta events for ~5000 chars in 7-char chunks"
     );
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn cancel_inside_a_tool() {
+    let mut env = env_with(|s| s.worker.tool_timeout_ms = 60_000).await;
+    let agent = env.agent(None, None).await;
+    let marker = "cancel-in-tool";
+    env.fake.script(
+        marker,
+        vec![
+            call_tool_reply(vec![("sleep_ms", json!({"ms": 30_000}))]),
+            answer_reply("late"),
+        ],
+    );
+    let task_id = env.submit(agent, marker).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let started: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM events WHERE task_id = $1 AND type = 'tool.started'",
+        )
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .unwrap();
+        if started == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the tool never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sent = Instant::now();
+    agentd::cli::cancel::run(&env.settings, task_id)
+        .await
+        .unwrap();
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "cancelled");
+    assert!(
+        sent.elapsed() < Duration::from_secs(1),
+        "cancelled in {:?}",
+        sent.elapsed()
+    );
+    let events = env.published_events(task_id).await;
+    assert_eq!(events.last().unwrap()["type"], "task.cancelled");
     env.stop().await;
 }

@@ -55,7 +55,8 @@ pub fn describe(event: &Value, with_task: bool) -> String {
             data["max_iteration"]
         ),
         "recursion.started" => {
-            format!("recursion {} (step {})", data["iteration"], data["step_id"])
+            let step = data["step_id"].as_str().unwrap_or("-");
+            format!("recursion {} (step {step})", data["iteration"])
         }
         "plan.updated" => plan_lines(data),
         "step.updated" => format!("step {} -> {}", text(data, "step_id"), text(data, "status")),

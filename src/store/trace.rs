@@ -6,13 +6,16 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use crate::core::limits::{trim_json, trim_text};
 use crate::core::machine::RecursionRecord;
 
-/// Writes a finished recursion and its tool calls.
+/// Writes a finished recursion and its tool calls. Tool results and errors longer than
+/// `max_result_chars` are stored cut, with the visible truncation marker.
 pub async fn insert_recursion(
     conn: &mut PgConnection,
     task_id: Uuid,
     record: &RecursionRecord,
+    max_result_chars: usize,
 ) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO recursions (trace_id, task_id, iteration, step_id, action_type, observe, \
@@ -44,10 +47,18 @@ pub async fn insert_recursion(
         .bind(record.trace_id)
         .bind(&call.tool_call_id)
         .bind(&call.name)
-        .bind(&call.arguments)
+        .bind(trim_json(&call.arguments, max_result_chars))
         .bind(call.success)
-        .bind(&call.result)
-        .bind(call.error.as_deref())
+        .bind(
+            call.result
+                .as_ref()
+                .map(|result| trim_json(result, max_result_chars)),
+        )
+        .bind(
+            call.error
+                .as_deref()
+                .map(|error| trim_text(error, max_result_chars)),
+        )
         .bind(i64::try_from(call.duration_ms).unwrap_or(i64::MAX))
         .execute(&mut *conn)
         .await?;

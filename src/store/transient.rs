@@ -16,6 +16,14 @@ fn sqlx_transient(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_) => true,
         sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
+        // A database that exists but refuses connections for now (ALLOW_CONNECTIONS false,
+        // a maintenance window) answers 55000 with this message.
+        sqlx::Error::Database(db)
+            if db.code().as_deref() == Some("55000")
+                && db.message().contains("not currently accepting connections") =>
+        {
+            true
+        }
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
             // 08xxx connection exceptions; 57P01-57P03 admin/crash shutdown, cannot connect now;
             // 53300 too many connections; 40001/40P01 serialization failure, deadlock.

@@ -125,12 +125,24 @@ pub async fn handle(
         Ok(spec) => spec,
         Err(rejection) => return reject(deps, rejection).await,
     };
-    let span = tracing::info_span!("task", task_id = %spec.task_id);
-    match run(deps, running, &spec, shutdown).instrument(span).await {
-        Ok(handled) => handled,
-        Err(err) => {
-            tracing::error!(task_id = %spec.task_id, error = %format!("{err:#}"), "task run failed");
-            Handled::Failed(format!("{err:#}"))
+    let mut delays = store::transient::delays();
+    loop {
+        let span = tracing::info_span!("task", task_id = %spec.task_id);
+        let err = match run(deps, running, &spec, shutdown).instrument(span).await {
+            Ok(handled) => return handled,
+            Err(err) => err,
+        };
+        tracing::error!(task_id = %spec.task_id, error = %format!("{err:#}"), "task run failed");
+        // A database outage is waited out here rather than by requeueing, which would spend
+        // the message's deliveries (x-delivery-limit) on an outage.
+        if !store::transient::is_transient(&err) || shutdown.is_cancelled() {
+            return Handled::Failed(format!("{err:#}"));
+        }
+        let _ = store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id).await;
+        let delay = delays.next().unwrap_or_default();
+        tokio::select! {
+            () = shutdown.cancelled() => return Handled::Released,
+            () = tokio::time::sleep(delay) => {}
         }
     }
 }

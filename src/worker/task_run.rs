@@ -207,8 +207,9 @@ impl<'a> TaskRun<'a> {
     async fn try_commit(&self, outcome: Option<&Outcome>) -> anyhow::Result<()> {
         let task_id = self.task_id();
         let mut tx = self.deps.pool.begin().await?;
+        let max_result_chars = self.machine.task().limits.max_tool_result_chars;
         for record in &self.records {
-            store::trace::insert_recursion(&mut tx, task_id, record).await?;
+            store::trace::insert_recursion(&mut tx, task_id, record, max_result_chars).await?;
         }
         for row in &self.llm_rows {
             store::trace::insert_llm_call(&mut tx, row).await?;

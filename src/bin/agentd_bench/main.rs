@@ -54,6 +54,10 @@ struct Args {
     /// database.max_connections of the worker (default: the worker's own default).
     #[arg(long)]
     db_pool: Option<u32>,
+    /// Set PostgreSQL's synchronous_commit on the bench database (an experiment: `off`
+    /// shows what waiting for WAL flushes costs; the worker's code is unchanged).
+    #[arg(long, value_parser = ["on", "off", "local"])]
+    pg_synchronous_commit: Option<String>,
     /// Give up after this many seconds (default: generous, from the load).
     #[arg(long)]
     timeout_s: Option<u64>,
@@ -113,7 +117,15 @@ async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
     let latency = Duration::from_millis(args.llm_latency_ms);
     let fake = FakeLlm::start(args.steps, latency).await?;
     let recursions = args.recursions();
-    let env = BenchEnv::create(settings, fake.base_url(), args.concurrency, recursions).await?;
+    let sync = args.pg_synchronous_commit.as_deref();
+    let env = BenchEnv::create(
+        settings,
+        fake.base_url(),
+        args.concurrency,
+        recursions,
+        sync,
+    )
+    .await?;
     eprintln!(
         "[bench] {} tasks x {} recursions, concurrency {}, LLM latency {} ms; database {}",
         args.tasks, recursions, args.concurrency, args.llm_latency_ms, env.settings.database.url
@@ -161,6 +173,7 @@ async fn measure(
         queue: env.settings.amqp.tasks_queue.clone(),
         timeout: args.timeout(),
     };
+    let load_before = procfs::load_average()?;
     let (bench_cpu, host_busy) = (procfs::process_cpu_secs("self")?, procfs::host_busy_secs()?);
     let worker_cpu = worker.cpu_secs()?;
     let followed = drive::follow(&load, &env.publisher, events, worker).await?;
@@ -185,6 +198,8 @@ async fn measure(
         concurrency: args.concurrency,
         llm_latency_ms: args.llm_latency_ms,
         db_pool: args.db_pool,
+        pg_synchronous_commit: args.pg_synchronous_commit.clone(),
+        host_load_1m: load_before,
     };
     Ok(report::summary(&params, &followed, &stored, &resources))
 }

@@ -60,6 +60,15 @@ pub fn host_busy_secs() -> anyhow::Result<f64> {
     Ok(busy / TICKS_PER_SEC)
 }
 
+/// The host's 1-minute load average (how busy the shared machine was).
+pub fn load_average() -> anyhow::Result<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").context("reading /proc/loadavg")?;
+    text.split_whitespace()
+        .next()
+        .and_then(|value| value.parse().ok())
+        .context("unreadable /proc/loadavg")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +78,6 @@ mod tests {
         assert!(vm_hwm_kib(std::process::id()).unwrap() > 0);
         assert!(process_cpu_secs("self").unwrap() >= 0.0);
         assert!(host_busy_secs().unwrap() > 0.0);
+        assert!(load_average().unwrap() >= 0.0);
     }
 }

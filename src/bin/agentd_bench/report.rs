@@ -95,6 +95,9 @@ pub struct Params {
     pub concurrency: u16,
     pub llm_latency_ms: u64,
     pub db_pool: Option<u32>,
+    pub pg_synchronous_commit: Option<String>,
+    /// The host's 1-minute load average just before the load started.
+    pub host_load_1m: f64,
 }
 
 /// Resource figures read from `/proc`.
@@ -154,6 +157,7 @@ pub fn summary(params: &Params, followed: &Followed, stored: &Stored, res: &Reso
         "concurrency": params.concurrency,
         "llm_latency_ms": params.llm_latency_ms,
         "db_pool": params.db_pool,
+        "pg_synchronous_commit": params.pg_synchronous_commit.as_deref().unwrap_or("server default"),
         "recursions": stored.recursions,
         "llm_calls": res.llm_calls,
         "events": followed.events,
@@ -171,6 +175,7 @@ pub fn summary(params: &Params, followed: &Followed, stored: &Stored, res: &Reso
         "worker_cpu_ms_per_recursion": round(res.worker_cpu_s * 1e3 / recursions.max(1.0), 3),
         "bench_cpu_s": round(res.bench_cpu_s, 2),
         "host_busy_cpu_s": round(res.host_busy_s, 2),
+        "host_load_1m": params.host_load_1m,
         "host_cores": std::thread::available_parallelism().map_or(1, usize::from),
         "worker_log_lines": res.worker_log_lines,
         "all_completed": true,

@@ -36,13 +36,15 @@ fn with_database(url: &str, name: &str) -> anyhow::Result<String> {
 }
 
 impl BenchEnv {
-    /// Renames everything after a random suffix, creates the database and the agent
-    /// (`max_iteration` at least `recursions`), declares the topology.
+    /// Renames everything after a random suffix, creates the database (with
+    /// `synchronous_commit` set on it when given) and the agent (`max_iteration` at least
+    /// `recursions`), declares the topology.
     pub async fn create(
         mut settings: Settings,
         llm_base_url: String,
         concurrency: u16,
         recursions: u32,
+        synchronous_commit: Option<&str>,
     ) -> anyhow::Result<Self> {
         let suffix = Uuid::new_v4().simple().to_string()[..12].to_owned();
         let database = format!("agentd_bench_{suffix}");
@@ -58,6 +60,15 @@ impl BenchEnv {
         let pool = store::prepare(&settings.database.url, 4)
             .await
             .context("creating the bench database")?;
+        if let Some(value) = synchronous_commit {
+            // Applies to the connections opened after it: the worker's, not yet started.
+            sqlx::query(&format!(
+                "ALTER DATABASE \"{database}\" SET synchronous_commit = '{value}'"
+            ))
+            .execute(&pool)
+            .await
+            .context("setting synchronous_commit on the bench database")?;
+        }
         let agent = store::agents::NewAgent {
             name: "agentd-bench".into(),
             model: "bench-model".into(),
