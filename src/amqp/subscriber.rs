@@ -1,16 +1,23 @@
-//! Subscribing to the events fanout exchange with a private, exclusive queue (what the CLI's
-//! `watch` and `submit --wait` do, and what any other subscriber can do).
+//! Subscribing to a fanout exchange with a private, exclusive queue: what the CLI's `watch`
+//! and `submit --wait`, the gateway and every worker's control consumer do.
 
 use anyhow::Context;
-use lapin::Consumer;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
+use lapin::{Channel, Consumer};
 
 use super::Broker;
 
-/// Binds a new exclusive, auto-delete queue to `exchange` and consumes it (auto-ack).
+/// Binds a new exclusive, auto-delete queue to `exchange` on a new channel of `broker` and
+/// consumes it (auto-ack).
 pub async fn subscribe(broker: &Broker, exchange: &str) -> anyhow::Result<Consumer> {
     let channel = broker.channel().await?;
+    consume_fanout(&channel, exchange).await
+}
+
+/// Binds a new exclusive, auto-delete queue to `exchange` on `channel` and consumes it
+/// (auto-ack). The queue lives as long as the channel.
+pub async fn consume_fanout(channel: &Channel, exchange: &str) -> anyhow::Result<Consumer> {
     let queue = channel
         .queue_declare(
             "".into(),

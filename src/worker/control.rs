@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use futures::StreamExt;
-use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
 use serde::Deserialize;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -46,39 +44,7 @@ async fn listen(
     running: &RunningTasks,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let queue = channel
-        .queue_declare(
-            "".into(),
-            QueueDeclareOptions {
-                exclusive: true,
-                auto_delete: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .context("declaring the control queue")?;
-    channel
-        .queue_bind(
-            queue.name().clone(),
-            exchange.into(),
-            "".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .context("binding the control queue")?;
-    let options = BasicConsumeOptions {
-        no_ack: true,
-        ..BasicConsumeOptions::default()
-    };
-    let mut consumer = channel
-        .basic_consume(
-            queue.name().clone(),
-            "".into(),
-            options,
-            FieldTable::default(),
-        )
+    let mut consumer = crate::amqp::subscriber::consume_fanout(channel, exchange)
         .await
         .context("consuming control messages")?;
     loop {
