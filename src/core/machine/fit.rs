@@ -98,7 +98,8 @@ impl Machine {
         detail: &Detail,
     ) -> Result<Vec<ChatMessage>, String> {
         let snapshot = self.snapshot(trace_id, now, detail);
-        let state = serde_json::to_string_pretty(&snapshot)
+        // Compact: whitespace would cost tokens on every recursion and tells the model nothing.
+        let state = serde_json::to_string(&snapshot)
             .map_err(|error| format!("cannot serialize the state snapshot: {error}"))?;
         let system = template.render(&state);
         Ok(build_messages(&self.task.objective, system, &self.history))
