@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::delivery::RunningTasks;
+use super::running::RunningTasks;
 use crate::amqp::Broker;
 
 #[derive(Debug, Deserialize)]

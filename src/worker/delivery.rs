@@ -1,9 +1,7 @@
 //! One task message from intake to disposition: parse it, find its agent, record and claim
 //! the task, run it, and decide what happens to the message (a pure rule, [`disposition`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
 use serde_json::json;
@@ -15,6 +13,7 @@ use super::deps::WorkerDeps;
 use super::events::EventLog;
 use super::intake::{Rejection, TaskSpec, parse_task};
 use super::interrupt::Stops;
+use super::running::RunningTasks;
 use super::task_run::{RunEnd, TaskRun};
 use crate::core::machine::{FailReason, Machine, TaskInfo};
 use crate::store::{self, agents::Agent, tasks::Claim, tasks::NewTask};
@@ -48,68 +47,6 @@ pub fn disposition(handled: &Handled) -> Disposition {
         Handled::Rejected(reason) => Disposition::DeadLetter(reason.clone()),
         Handled::Finished | Handled::Duplicate => Disposition::Ack,
         Handled::Released | Handled::Failed(_) => Disposition::Requeue,
-    }
-}
-
-/// How long a cancel for a task not running here is remembered, in case the task is
-/// between its claim and its registration here (or is redelivered here soon).
-const EARLY_CANCEL_TTL: Duration = Duration::from_secs(60);
-
-/// The stop tokens of the tasks this worker is running, by task id.
-#[derive(Debug, Clone, Default)]
-pub struct RunningTasks {
-    inner: Arc<Mutex<Registry>>,
-}
-
-#[derive(Debug, Default)]
-struct Registry {
-    running: HashMap<Uuid, Stops>,
-    early_cancels: HashMap<Uuid, Instant>,
-}
-
-impl RunningTasks {
-    fn insert(&self, task_id: Uuid, stops: Stops) {
-        let Ok(mut registry) = self.inner.lock() else {
-            return;
-        };
-        if registry.early_cancels.remove(&task_id).is_some() {
-            stops.cancel.cancel();
-        }
-        registry.running.insert(task_id, stops);
-    }
-
-    fn remove(&self, task_id: Uuid) {
-        if let Ok(mut registry) = self.inner.lock() {
-            registry.running.remove(&task_id);
-        }
-    }
-
-    /// Cancels a task. Returns whether it runs here; if not, the cancel is remembered for a
-    /// while in case the task starts here.
-    pub fn cancel(&self, task_id: Uuid) -> bool {
-        let Ok(mut registry) = self.inner.lock() else {
-            return false;
-        };
-        if let Some(stops) = registry.running.get(&task_id) {
-            stops.cancel.cancel();
-            return true;
-        }
-        let now = Instant::now();
-        registry
-            .early_cancels
-            .retain(|_, at| now.duration_since(*at) < EARLY_CANCEL_TTL);
-        registry.early_cancels.insert(task_id, now);
-        false
-    }
-
-    /// Lets every running task go (shutdown after the grace period).
-    pub fn release_all(&self) {
-        if let Ok(registry) = self.inner.lock() {
-            registry
-                .running
-                .values()
-                .for_each(|stops| stops.release.cancel());
-        }
     }
 }
 

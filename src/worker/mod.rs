@@ -11,6 +11,7 @@ pub mod interrupt;
 mod control;
 mod delivery;
 mod llm_call;
+mod running;
 mod task_run;
 mod tool_calls;
 
@@ -33,8 +34,9 @@ use crate::config::Settings;
 use crate::core::prompt::PromptTemplate;
 use crate::llm::OpenAiClient;
 use crate::tools::ToolRegistry;
-pub use delivery::{Disposition, Handled, RunningTasks, disposition};
+pub use delivery::{Disposition, Handled, disposition};
 pub use deps::WorkerDeps;
+pub use running::RunningTasks;
 
 /// Builds the worker's dependencies from settings: database (created and migrated), broker
 /// (topology declared), LLM client, tools and prompt.
