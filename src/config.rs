@@ -206,10 +206,12 @@ impl Settings {
         Ok(())
     }
 
-    /// Pool size: the configured one, or concurrency + 4.
+    /// Pool size: the configured one, or concurrency + 4 capped at 32. A task holds a
+    /// connection only while it commits, so a few dozen serve a thousand tasks; asking for
+    /// more than the server's `max_connections` (100 by default) would starve everyone.
     pub fn pool_size(&self) -> u32 {
         match self.database.max_connections {
-            0 => u32::from(self.worker.concurrency) + 4,
+            0 => (u32::from(self.worker.concurrency) + 4).min(32),
             n => n,
         }
     }

@@ -37,7 +37,7 @@ use worker::WorkerProcess;
 
 /// Benchmarks `agentd worker` end to end (see the README, "Performance").
 #[derive(Debug, Parser)]
-#[command(name = "agentd-bench", version, about)]
+#[command(name = "agentd-bench", version)]
 struct Args {
     /// Tasks to run.
     #[arg(long, default_value_t = 100)]
@@ -142,7 +142,7 @@ async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
     let log_lines = worker.log_lines();
     if log_lines > 0 {
         eprintln!(
-            "[bench] the worker logged {log_lines} lines at warn level or above: {}",
+            "[bench] worker log, warn level and above, shutdown included ({log_lines} lines): {}",
             worker.log_path.display()
         );
     } else {
