@@ -214,21 +214,17 @@ impl<'a> TaskRun<'a> {
         for row in &self.llm_rows {
             store::trace::insert_llm_call(&mut tx, row).await?;
         }
+        // A finished task needs no checkpoint any more; a running one gets the latest.
         let checkpoint = match outcome {
-            Some(_) => Some(Value::Null),
-            None => self.checkpoint.clone(),
+            Some(_) => Some(&Value::Null),
+            None => self.checkpoint.as_ref(),
         };
         if let Some(checkpoint) = checkpoint {
             let plan = serde_json::to_value(self.machine.plan())?;
             let iterations = self.machine.iteration();
             let owner = self.deps.worker_id;
             let held = store::tasks::update_progress(
-                &mut tx,
-                task_id,
-                owner,
-                iterations,
-                &plan,
-                &checkpoint,
+                &mut tx, task_id, owner, iterations, &plan, checkpoint,
             )
             .await?;
             anyhow::ensure!(held, "lease lost: another worker has taken this task over");
