@@ -127,16 +127,7 @@ async fn cancel_when_running(env: &mut TestEnv, marker: &str, replies: Vec<FakeR
         assert!(Instant::now() < deadline, "LLM never called");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let sent = Instant::now();
-    agentd::cli::cancel::run(&env.settings, task_id)
-        .await
-        .unwrap();
-    let task = env.wait_terminal(task_id).await;
-    let took = sent.elapsed();
-    assert_eq!(task.status, "cancelled");
-    assert!(took < Duration::from_secs(1), "cancelled in {took:?}");
-    let events = env.published_events(task_id).await;
-    assert_eq!(events.last().unwrap()["type"], "task.cancelled");
+    env.assert_cancels_within_a_second(task_id).await;
 }
 
 #[tokio::test]

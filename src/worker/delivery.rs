@@ -101,19 +101,11 @@ async fn run(
         return Ok(reject(deps, rejection).await);
     };
     store::tasks::insert_pending(&deps.pool, &new_task(spec)).await?;
-    let (machine, mut log) = match take(deps, spec, &agent, shutdown).await? {
+    let (machine, log) = match take(deps, spec, &agent, shutdown).await? {
         Some(taken) => taken,
         None if shutdown.is_cancelled() => return Ok(Handled::Released),
         None => return Ok(Handled::Duplicate),
     };
-    if log.is_empty() {
-        log.push(
-            "task.resumed",
-            None,
-            Some(machine.iteration()),
-            json!({"iteration": machine.iteration()}),
-        );
-    }
     let stops = Stops::default();
     running.insert(spec.task_id, stops.clone());
     let heartbeat = spawn_heartbeat(deps, spec.task_id, stops.release.clone());
@@ -253,10 +245,14 @@ async fn resume(
         None => Machine::new(task_info(deps, spec, agent).await?),
     };
     tracing::info!(task_id = %spec.task_id, iteration = machine.iteration(), "resuming task");
-    Ok((
-        machine,
-        EventLog::new(spec.task_id, Some(agent.agent_id), last_seq),
-    ))
+    let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), last_seq);
+    log.push(
+        "task.resumed",
+        None,
+        Some(machine.iteration()),
+        json!({"iteration": machine.iteration()}),
+    );
+    Ok((machine, log))
 }
 
 /// Renews the task's lease every third of its length; releases the task if it is lost.

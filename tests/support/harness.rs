@@ -203,6 +203,21 @@ impl TestEnv {
         }
     }
 
+    /// Cancels a running task as `agentd cancel` does and checks that it ends `cancelled`
+    /// within a second, with task.cancelled as its last published event.
+    pub async fn assert_cancels_within_a_second(&mut self, task_id: Uuid) {
+        let sent = std::time::Instant::now();
+        agentd::cli::cancel::run(&self.settings, task_id)
+            .await
+            .expect("cancel");
+        let task = self.wait_terminal(task_id).await;
+        let took = sent.elapsed();
+        assert_eq!(task.status, "cancelled");
+        assert!(took < Duration::from_secs(1), "cancelled in {took:?}");
+        let events = self.published_events(task_id).await;
+        assert_eq!(events.last().unwrap()["type"], "task.cancelled");
+    }
+
     /// The stored events of a task, in seq order.
     pub async fn stored_events(&self, task_id: Uuid) -> Vec<Value> {
         sqlx::query_scalar::<_, Value>("SELECT payload FROM events WHERE task_id = $1 ORDER BY seq")
