@@ -101,26 +101,24 @@ impl Publisher {
         Ok(())
     }
 
-    /// Publishes several progress events with their confirms awaited together (pipelined,
-    /// in order). On failure, the error carries how many, from the first, the broker
-    /// confirmed, so that the caller retries only the rest.
-    pub async fn publish_events(
-        &self,
-        exchange: &str,
-        events: &[OutgoingEvent<'_>],
-    ) -> Result<(), PartialPublish> {
+    /// Sends progress events in order without waiting for their confirms: the caller gets
+    /// one confirm per event sent and awaits them when it suits it (off the task's critical
+    /// path). A send failure stops the batch and drops the channel (the next send reopens
+    /// it); the error says so and the confirms cover only the events before it.
+    pub async fn send_events(&self, exchange: &str, events: &[OutgoingEvent<'_>]) -> SentEvents {
+        let mut sent = SentEvents {
+            confirms: Vec::with_capacity(events.len()),
+            error: None,
+        };
         let channel = match self.channel().await {
             Ok(channel) => channel,
             Err(error) => {
-                return Err(PartialPublish {
-                    confirmed: 0,
-                    error,
-                });
+                sent.error = Some(error);
+                return sent;
             }
         };
-        let mut confirms = Vec::with_capacity(events.len());
         for event in events {
-            let sent = channel
+            let published = channel
                 .basic_publish(
                     exchange.into(),
                     "".into(),
@@ -129,31 +127,21 @@ impl Publisher {
                     event_properties(event.event_type, event.event_id, event.task_id),
                 )
                 .await;
-            match sent {
-                Ok(confirm) => confirms.push(confirm),
+            match published {
+                Ok(confirm) => sent.confirms.push(confirm),
                 Err(err) => {
-                    *self.channel.lock().await = None;
-                    let confirmed = await_confirms(confirms).await.unwrap_or(0);
-                    let error = anyhow::Error::new(err).context("publishing");
-                    return Err(PartialPublish { confirmed, error });
+                    self.forget_channel().await;
+                    sent.error = Some(anyhow::Error::new(err).context("publishing"));
+                    break;
                 }
             }
         }
-        let count = confirms.len();
-        match await_confirms(confirms).await {
-            Ok(confirmed) if confirmed == count => Ok(()),
-            Ok(confirmed) => Err(PartialPublish {
-                confirmed,
-                error: anyhow::anyhow!("the broker nacked an event"),
-            }),
-            Err(error) => {
-                *self.channel.lock().await = None;
-                Err(PartialPublish {
-                    confirmed: 0,
-                    error,
-                })
-            }
-        }
+        sent
+    }
+
+    /// Drops the channel after a failed publish or confirm; the next publish reopens one.
+    pub async fn forget_channel(&self) {
+        *self.channel.lock().await = None;
     }
 
     /// Publishes a task message to the tasks queue through the default exchange.
@@ -205,23 +193,10 @@ fn event_properties(event_type: &str, event_id: Uuid, task_id: Uuid) -> BasicPro
         .with_delivery_mode(PERSISTENT)
 }
 
-/// Awaits confirms in order; the number acknowledged before the first nack or error.
-async fn await_confirms(confirms: Vec<lapin::PublisherConfirm>) -> anyhow::Result<usize> {
-    let mut acked = 0;
-    for confirm in confirms {
-        let confirmation = confirm.await.context("waiting for a publisher confirm")?;
-        if !confirmation.is_ack() {
-            break;
-        }
-        acked += 1;
-    }
-    Ok(acked)
-}
-
-/// A batch publish that stopped part way.
-#[derive(Debug)]
-pub struct PartialPublish {
-    /// Events confirmed, counted from the first.
-    pub confirmed: usize,
-    pub error: anyhow::Error,
+/// The outcome of [`Publisher::send_events`].
+pub struct SentEvents {
+    /// One confirm per event sent, in order.
+    pub confirms: Vec<lapin::PublisherConfirm>,
+    /// Why the sending stopped before the end, if it did.
+    pub error: Option<anyhow::Error>,
 }

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod events;
 pub mod prune;
+pub mod step;
 pub mod tasks;
 pub mod trace;
 pub mod transient;

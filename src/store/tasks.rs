@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 /// A task's status as stored (`tasks.status`).
@@ -196,67 +196,6 @@ pub async fn get(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<TaskRow>> 
     .bind(task_id)
     .fetch_optional(pool)
     .await
-}
-
-/// Records progress after a step: recursions run so far, the current plan and the machine
-/// checkpoint a resumed run starts from. Fenced by the lease: returns false (and changes
-/// nothing) when `owner` no longer holds the task.
-pub async fn update_progress(
-    conn: &mut PgConnection,
-    task_id: Uuid,
-    owner: Uuid,
-    iterations: u32,
-    plan: &Value,
-    checkpoint: &Value,
-) -> sqlx::Result<bool> {
-    let result = sqlx::query(
-        "UPDATE tasks SET iterations = $3, plan = $4, checkpoint = $5, updated_at = now() \
-         WHERE task_id = $1 AND lease_owner = $2",
-    )
-    .bind(task_id)
-    .bind(owner)
-    .bind(i32::try_from(iterations).unwrap_or(i32::MAX))
-    .bind(plan)
-    .bind(checkpoint)
-    .execute(conn)
-    .await?;
-    Ok(result.rows_affected() == 1)
-}
-
-/// The terminal fields of a finished task.
-#[derive(Debug, Clone, Copy)]
-pub struct Finish<'a> {
-    pub status: &'a str,
-    pub iterations: u32,
-    pub answer: Option<&'a str>,
-    pub error: Option<&'a str>,
-    pub fail_reason: Option<&'a str>,
-}
-
-/// Ends a running task held by `owner`. Returns false (and changes nothing) if it had
-/// already ended or another worker holds it.
-pub async fn finish(
-    conn: &mut PgConnection,
-    task_id: Uuid,
-    owner: Uuid,
-    end: Finish<'_>,
-) -> sqlx::Result<bool> {
-    let result = sqlx::query(
-        "UPDATE tasks SET status = $2, iterations = $3, answer = $4, error = $5, \
-                          fail_reason = $6, finished_at = now(), updated_at = now(), \
-                          lease_owner = NULL, lease_until = NULL \
-         WHERE task_id = $1 AND status = 'running' AND lease_owner = $7",
-    )
-    .bind(task_id)
-    .bind(end.status)
-    .bind(i32::try_from(end.iterations).unwrap_or(i32::MAX))
-    .bind(end.answer)
-    .bind(end.error)
-    .bind(end.fail_reason)
-    .bind(owner)
-    .execute(conn)
-    .await?;
-    Ok(result.rows_affected() == 1)
 }
 
 /// The earlier turns of a conversation (tasks with the same conversation_id created before

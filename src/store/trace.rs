@@ -1,70 +1,10 @@
-//! The per-recursion trace: `recursions`, `tool_calls` and `llm_calls` rows, written by the
-//! driver and read back by `agentd trace`.
+//! The per-recursion trace: `recursions`, `tool_calls` and `llm_calls` rows, written by
+//! [`super::step`] and read back by `agentd trace`.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
-
-use crate::core::limits::{trim_json, trim_text};
-use crate::core::machine::RecursionRecord;
-
-/// Writes a finished recursion and its tool calls. Tool results and errors longer than
-/// `max_result_chars` are stored cut, with the visible truncation marker.
-pub async fn insert_recursion(
-    conn: &mut PgConnection,
-    task_id: Uuid,
-    record: &RecursionRecord,
-    max_result_chars: usize,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO recursions (trace_id, task_id, iteration, step_id, action_type, observe, \
-                                 thought, abstract, output, status, error_log, started_at, finished_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-    )
-    .bind(record.trace_id)
-    .bind(task_id)
-    .bind(i32::try_from(record.iteration).unwrap_or(i32::MAX))
-    .bind(record.step_id.as_deref())
-    .bind(record.action_type.as_deref())
-    .bind(&record.observe)
-    .bind(&record.thought)
-    .bind(&record.abstract_)
-    .bind(&record.output)
-    .bind(record.status.as_str())
-    .bind(record.error_log.as_deref())
-    .bind(record.started_at)
-    .bind(record.finished_at)
-    .execute(&mut *conn)
-    .await?;
-    for call in &record.tool_call_results {
-        sqlx::query(
-            "INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, success, \
-                                     result, error, duration_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(task_id)
-        .bind(record.trace_id)
-        .bind(&call.tool_call_id)
-        .bind(&call.name)
-        .bind(trim_json(&call.arguments, max_result_chars))
-        .bind(call.success)
-        .bind(
-            call.result
-                .as_ref()
-                .map(|result| trim_json(result, max_result_chars)),
-        )
-        .bind(
-            call.error
-                .as_deref()
-                .map(|error| trim_text(error, max_result_chars)),
-        )
-        .bind(i64::try_from(call.duration_ms).unwrap_or(i64::MAX))
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(())
-}
 
 /// One LLM attempt as recorded in `llm_calls`.
 #[derive(Debug, Clone)]
@@ -78,27 +18,6 @@ pub struct LlmCallRow {
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
     pub error: Option<String>,
-}
-
-/// Records one LLM attempt.
-pub async fn insert_llm_call(conn: &mut PgConnection, row: &LlmCallRow) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms, \
-                                prompt_tokens, completion_tokens, error) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-    )
-    .bind(row.task_id)
-    .bind(row.trace_id)
-    .bind(i32::try_from(row.iteration).unwrap_or(i32::MAX))
-    .bind(i32::try_from(row.attempt).unwrap_or(i32::MAX))
-    .bind(&row.status)
-    .bind(i64::try_from(row.latency_ms).unwrap_or(i64::MAX))
-    .bind(row.prompt_tokens)
-    .bind(row.completion_tokens)
-    .bind(row.error.as_deref())
-    .execute(conn)
-    .await?;
-    Ok(())
 }
 
 /// A stored recursion, for `agentd trace`.

@@ -1,6 +1,7 @@
 //! The per-task event log: builds the progress events of CONTRACT §3 with a gapless seq,
-//! stores them in `events` inside the step's transaction, then publishes them (confirmed)
-//! to the events fanout exchange once the transaction has committed.
+//! hands them to the step that stores them in `events`, and publishes them (confirmed) to
+//! the events fanout exchange once that step has committed, oldest first; what a broker
+//! outage leaves unconfirmed goes out again, in order, before anything newer.
 
 use std::collections::VecDeque;
 
@@ -13,7 +14,7 @@ use uuid::Uuid;
 use crate::amqp::Publisher;
 use crate::amqp::publisher::OutgoingEvent;
 use crate::core::machine::{DomainEvent, Outcome, RecursionRecord};
-use crate::store;
+use crate::{metrics, store};
 
 /// One progress event, exactly as published and stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -45,7 +46,7 @@ pub struct EventLog {
 
 /// An event with its JSON text, serialized once for both the table and the broker.
 #[derive(Debug)]
-struct Encoded {
+pub struct Encoded {
     event: Event,
     json: String,
 }
@@ -182,7 +183,8 @@ impl EventLog {
         self.last_seq
     }
 
-    /// Stores the pending events inside the caller's transaction (one statement).
+    /// Stores the pending events inside the caller's transaction (one statement), for the
+    /// one-off writers (a rejection, a cancel before start); follow with [`Self::publish`].
     pub async fn store(&self, conn: &mut PgConnection) -> sqlx::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
@@ -194,43 +196,34 @@ impl EventLog {
         store::events::insert_many(conn, self.task_id, &seqs, &ids, &types, &payloads).await
     }
 
-    /// Publishes the events whose transaction committed, oldest first, confirms awaited
-    /// together. A publish failure is logged, not fatal: the events are in `events`
-    /// already, and the unpublished ones are retried, in order, at the next publish.
+    /// Takes what the next step sends: the events produced since the last step (to be
+    /// stored with it) behind the stored ones a broker outage left unsent.
+    pub fn take_outbound(&mut self) -> Outbound {
+        Outbound {
+            backlog: self.unpublished.drain(..).collect(),
+            fresh: std::mem::take(&mut self.pending),
+        }
+    }
+
+    /// Puts back, oldest first, the stored events a step could not get confirmed; they go
+    /// out before anything newer at the next step.
+    pub fn restore(&mut self, undelivered: Vec<Encoded>) {
+        for encoded in undelivered.into_iter().rev() {
+            self.unpublished.push_front(encoded);
+        }
+    }
+
+    /// Publishes the events the caller has stored and committed (and any left over), oldest
+    /// first, and waits for their confirms. A failure is logged, not fatal: the events are
+    /// in `events` already and the unconfirmed ones are retried, in order, next time.
     /// Returns whether everything went out.
     pub async fn publish(&mut self, publisher: &Publisher, exchange: &str) -> bool {
-        for encoded in self.pending.drain(..) {
-            crate::metrics::observe_event(&encoded.event);
-            self.unpublished.push_back(encoded);
-        }
-        if self.unpublished.is_empty() {
-            return true;
-        }
-        let batch: Vec<OutgoingEvent<'_>> = self
-            .unpublished
-            .iter()
-            .map(|e| OutgoingEvent {
-                event_type: e.event.event_type,
-                event_id: e.event.event_id,
-                task_id: e.event.task_id,
-                body: e.json.as_bytes(),
-            })
-            .collect();
-        let sent = crate::metrics::time_publish(publisher.publish_events(exchange, &batch)).await;
-        drop(batch);
-        match sent {
-            Ok(()) => {
-                self.unpublished.clear();
-                true
-            }
-            Err(partial) => {
-                self.unpublished
-                    .drain(..partial.confirmed.min(self.unpublished.len()));
-                tracing::warn!(unpublished = self.unpublished.len(),
-                    error = %format!("{:#}", partial.error), "events stored but not published yet");
-                false
-            }
-        }
+        let outbound = self.take_outbound();
+        outbound.observe();
+        let undelivered = outbound.deliver(publisher, exchange).await;
+        let delivered = undelivered.is_empty();
+        self.restore(undelivered);
+        delivered
     }
 
     /// After the task's end: keeps trying to publish what is left for up to `patience`
@@ -255,6 +248,104 @@ impl EventLog {
             delay = (delay * 2).min(std::time::Duration::from_secs(5));
         }
     }
+}
+
+/// The events one step sends: `backlog` (stored by an earlier step, not confirmed yet) goes
+/// out first, then `fresh` (stored by this step).
+#[derive(Debug)]
+pub struct Outbound {
+    backlog: Vec<Encoded>,
+    fresh: Vec<Encoded>,
+}
+
+impl Outbound {
+    /// Whether there is nothing to store or send.
+    pub fn is_empty(&self) -> bool {
+        self.backlog.is_empty() && self.fresh.is_empty()
+    }
+
+    /// The rows of the fresh events, for the step's write.
+    pub fn rows(&self) -> Vec<store::step::EventRow<'_>> {
+        self.fresh
+            .iter()
+            .map(|e| store::step::EventRow {
+                seq: e.event.seq,
+                event_id: e.event.event_id,
+                event_type: e.event.event_type,
+                json: &e.json,
+            })
+            .collect()
+    }
+
+    /// Counts the fresh events in the metrics (once their write has committed).
+    pub fn observe(&self) {
+        self.fresh
+            .iter()
+            .for_each(|e| metrics::observe_event(&e.event));
+    }
+
+    /// Sends every event, in order, and waits for the confirms. Returns the events not
+    /// confirmed (the first failure and everything after it), oldest first.
+    pub async fn deliver(self, publisher: &Publisher, exchange: &str) -> Vec<Encoded> {
+        let events: Vec<Encoded> = self.backlog.into_iter().chain(self.fresh).collect();
+        if events.is_empty() {
+            return events;
+        }
+        let confirmed = metrics::time_publish(send_and_confirm(publisher, exchange, &events)).await;
+        let confirmed = match confirmed {
+            Ok(()) => events.len(),
+            Err(partial) => {
+                tracing::warn!(unpublished = events.len() - partial.confirmed,
+                    error = %format!("{:#}", partial.error), "events stored but not published yet");
+                partial.confirmed
+            }
+        };
+        events.into_iter().skip(confirmed).collect()
+    }
+}
+
+/// Sends the batch (confirms pipelined) and awaits the confirms in order.
+async fn send_and_confirm(
+    publisher: &Publisher,
+    exchange: &str,
+    events: &[Encoded],
+) -> Result<(), Partial> {
+    let outgoing: Vec<OutgoingEvent<'_>> = events
+        .iter()
+        .map(|e| OutgoingEvent {
+            event_type: e.event.event_type,
+            event_id: e.event.event_id,
+            task_id: e.event.task_id,
+            body: e.json.as_bytes(),
+        })
+        .collect();
+    let sent = publisher.send_events(exchange, &outgoing).await;
+    let mut confirmed = 0;
+    for confirm in sent.confirms {
+        let error = match confirm.await {
+            Ok(confirmation) if confirmation.is_ack() => {
+                confirmed += 1;
+                continue;
+            }
+            Ok(_) => anyhow::anyhow!("the broker nacked an event"),
+            Err(err) => {
+                publisher.forget_channel().await;
+                anyhow::Error::new(err).context("waiting for a publisher confirm")
+            }
+        };
+        return Err(Partial { confirmed, error });
+    }
+    match sent.error {
+        None => Ok(()),
+        Some(error) => Err(Partial { confirmed, error }),
+    }
+}
+
+/// A batch that went out only in part.
+struct Partial {
+    /// Events confirmed, counted from the first.
+    confirmed: usize,
+    error: anyhow::Error,
 }
 
 fn plan_view(plan: &[crate::core::state::PlanStep]) -> Value {

@@ -12,6 +12,7 @@ mod control;
 mod delivery;
 mod llm_call;
 mod running;
+mod step_commit;
 mod task_run;
 mod tool_calls;
 

@@ -1,12 +1,13 @@
 //! Drives one claimed task through the core machine: asks the machine what to do next,
 //! does it through the ports, feeds the result back, and commits each step (trace rows,
-//! LLM attempts, checkpoint and events in one transaction) before publishing its events.
-//! A database outage pauses the task (the commit is retried) instead of failing it.
+//! LLM attempts, checkpoint and events in one statement) before publishing its events.
+//! A step's commit runs beside the next LLM call ([`StepCommit`]); tools wait until the
+//! step before them is committed, and steps commit in order. A database outage pauses the
+//! task (the commit is retried) instead of failing it.
 
 use std::sync::Arc;
 
 use chrono::Utc;
-use serde_json::Value;
 use tokio::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -14,8 +15,10 @@ use uuid::Uuid;
 use super::deps::WorkerDeps;
 use super::events::EventLog;
 use super::interrupt::{Interrupt, Stops};
+use super::step_commit::StepCommit;
 use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord};
 use crate::core::types::ToolSpec;
+use crate::store::step::{Finish, Progress, StepWrite};
 use crate::store::{self, trace::LlmCallRow};
 
 /// How long a finished task keeps trying to publish its last events through a broker outage.
@@ -45,7 +48,9 @@ pub struct TaskRun<'a> {
     /// Finished recursions not committed yet.
     records: Vec<RecursionRecord>,
     /// The machine as it was before the open recursion began: what a resume restarts from.
-    checkpoint: Option<Value>,
+    checkpoint: Option<String>,
+    /// The step being committed, if its commit has not been waited for yet.
+    in_flight: Option<StepCommit>,
 }
 
 impl<'a> TaskRun<'a> {
@@ -72,6 +77,7 @@ impl<'a> TaskRun<'a> {
             llm_rows: Vec::new(),
             records: Vec::new(),
             checkpoint: None,
+            in_flight: None,
         }
     }
 
@@ -81,6 +87,17 @@ impl<'a> TaskRun<'a> {
 
     /// Runs recursions until the task reaches an outcome or is interrupted.
     pub async fn drive(&mut self) -> anyhow::Result<RunEnd> {
+        let end = self.run().await;
+        if let Some(step) = self.in_flight.take() {
+            // An error ended the run with a step still committing: stop its outage retries
+            // and let it end before the task is handed back, so nothing writes behind us.
+            self.stops.release.cancel();
+            let _ = step.finish().await;
+        }
+        end
+    }
+
+    async fn run(&mut self) -> anyhow::Result<RunEnd> {
         let mut next = Next::Continue;
         let mut deadline = Instant::now() + self.deps.recursion_timeout;
         loop {
@@ -89,13 +106,14 @@ impl<'a> TaskRun<'a> {
             }
             next = match next {
                 Next::Continue => {
-                    self.checkpoint = Some(serde_json::to_value(&self.machine)?);
+                    self.checkpoint = Some(serde_json::to_string(&self.machine)?);
                     deadline = Instant::now() + self.deps.recursion_timeout;
                     let trace_id = Uuid::now_v7();
                     self.machine
                         .begin_recursion(trace_id, Utc::now(), &self.deps.template)
                 }
                 Next::CallLlm(call) => {
+                    // The commit of the step so far overlaps the LLM call.
                     self.commit_step().await?;
                     let span = tracing::info_span!(
                         "recursion",
@@ -113,6 +131,8 @@ impl<'a> TaskRun<'a> {
                     }
                 }
                 Next::RunTools(calls) => {
+                    // Tools act on the world: only once the recursions before are committed.
+                    self.settle_write().await?;
                     let span = tracing::info_span!(
                         "recursion",
                         trace_id = %self.machine.current_trace_id().unwrap_or_default(),
@@ -124,7 +144,7 @@ impl<'a> TaskRun<'a> {
                     }
                 }
                 Next::Finished(outcome) => {
-                    self.commit(Some(&outcome)).await?;
+                    self.commit_end(&outcome).await?;
                     return Ok(RunEnd::Finished(outcome));
                 }
             };
@@ -142,112 +162,115 @@ impl<'a> TaskRun<'a> {
         match interrupt {
             Interrupt::Cancelled => {
                 let outcome = self.machine.cancel();
-                self.commit(Some(&outcome)).await?;
+                self.commit_end(&outcome).await?;
                 Ok(RunEnd::Finished(outcome))
             }
-            Interrupt::Released => Ok(RunEnd::Released),
+            Interrupt::Released => {
+                // The task resumes elsewhere from whatever was committed; a step cut short
+                // by the release (or a lost lease) needs no more than logging.
+                if let Err(err) = self.settle().await {
+                    tracing::debug!(error = %format!("{err:#}"), "step not committed at release");
+                }
+                Ok(RunEnd::Released)
+            }
         }
     }
 
-    /// Commits what was produced since the last commit and publishes its events.
+    /// Starts committing what was produced since the last commit (recursions, LLM attempts,
+    /// checkpoint, events) once the step before it is done; the task goes on meanwhile.
     pub(super) async fn commit_step(&mut self) -> anyhow::Result<()> {
-        self.commit(None).await
+        self.settle().await?;
+        self.collect_events();
+        let progress = match self.checkpoint.take() {
+            Some(checkpoint) => Progress::Checkpoint {
+                iterations: self.machine.iteration(),
+                plan: serde_json::to_string(self.machine.plan())?,
+                checkpoint,
+            },
+            None => Progress::Touch,
+        };
+        self.start(progress);
+        Ok(())
     }
 
-    /// Commits, in one transaction, the finished recursions, the LLM attempts, the
-    /// checkpoint and plan, the events, and with `outcome` the task's end; then publishes
-    /// the events. While the database is unreachable the commit is retried with backoff
-    /// (the task pauses), until it works or the task is released.
-    async fn commit(&mut self, outcome: Option<&Outcome>) -> anyhow::Result<()> {
+    /// Commits the task's end with everything before it, then publishes its events,
+    /// through a broker outage if need be, before the task's message is acknowledged.
+    async fn commit_end(&mut self, outcome: &Outcome) -> anyhow::Result<()> {
+        self.settle().await?;
+        self.collect_events();
+        self.log.push_outcome(outcome);
+        self.checkpoint = None;
+        let plan = serde_json::to_string(self.machine.plan())?;
+        self.start(Progress::Finish(terminal_fields(outcome, plan)));
+        self.settle().await?;
+        let (publisher, exchange) = (&self.deps.publisher, &self.deps.names.events_exchange);
+        self.log
+            .publish_remaining(publisher, exchange, PUBLISH_PATIENCE)
+            .await;
+        Ok(())
+    }
+
+    /// Turns the machine's domain events into progress events and recursion rows.
+    fn collect_events(&mut self) {
         for event in self.machine.take_events() {
             self.log.push_domain(&event);
             if let DomainEvent::RecursionCompleted(record) = event {
                 self.records.push(record);
             }
         }
-        if let Some(outcome) = outcome {
-            self.log.push_outcome(outcome);
-        }
-        let mut delays = store::transient::delays();
-        loop {
-            match self.try_commit(outcome).await {
-                Ok(()) => break,
-                Err(err) if store::transient::is_transient(&err) => {
-                    let delay = delays.next().unwrap_or_default();
-                    tracing::warn!(error = %format!("{err:#}"), retry_in_ms = delay.as_millis() as u64,
-                        "database unavailable; the task waits");
-                    if self.stops.release.is_cancelled() {
-                        return Err(err);
-                    }
-                    tokio::select! {
-                        () = self.stops.release.cancelled() => return Err(err),
-                        () = tokio::time::sleep(delay) => {}
-                    }
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        self.records.clear();
-        self.llm_rows.clear();
-        self.checkpoint = None;
-        let (publisher, exchange) = (&self.deps.publisher, &self.deps.names.events_exchange);
-        match outcome {
-            None => {
-                self.log.publish(publisher, exchange).await;
-            }
-            Some(_) => {
-                self.log
-                    .publish_remaining(publisher, exchange, PUBLISH_PATIENCE)
-                    .await
-            }
-        }
-        Ok(())
     }
 
-    async fn try_commit(&self, outcome: Option<&Outcome>) -> anyhow::Result<()> {
-        let task_id = self.task_id();
-        let mut tx = self.deps.pool.begin().await?;
-        let max_result_chars = self.machine.task().limits.max_tool_result_chars;
-        for record in &self.records {
-            store::trace::insert_recursion(&mut tx, task_id, record, max_result_chars).await?;
+    /// Hands the step's rows and events to a background commit.
+    fn start(&mut self, progress: Progress) {
+        let outbound = self.log.take_outbound();
+        let idle = matches!(progress, Progress::Touch)
+            && self.records.is_empty()
+            && self.llm_rows.is_empty()
+            && outbound.is_empty();
+        if idle {
+            return;
         }
-        for row in &self.llm_rows {
-            store::trace::insert_llm_call(&mut tx, row).await?;
-        }
-        // A finished task needs no checkpoint any more; a running one gets the latest.
-        let checkpoint = match outcome {
-            Some(_) => Some(&Value::Null),
-            None => self.checkpoint.as_ref(),
+        let write = StepWrite {
+            task_id: self.task_id(),
+            owner: self.deps.worker_id,
+            progress,
+            records: std::mem::take(&mut self.records),
+            llm_rows: std::mem::take(&mut self.llm_rows),
+            max_result_chars: self.machine.task().limits.max_tool_result_chars,
         };
-        if let Some(checkpoint) = checkpoint {
-            let plan = serde_json::to_value(self.machine.plan())?;
-            let iterations = self.machine.iteration();
-            let owner = self.deps.worker_id;
-            let held = store::tasks::update_progress(
-                &mut tx, task_id, owner, iterations, &plan, checkpoint,
-            )
-            .await?;
-            anyhow::ensure!(held, "lease lost: another worker has taken this task over");
+        let release = self.stops.release.clone();
+        self.in_flight = Some(StepCommit::start(self.deps, release, write, outbound));
+    }
+
+    /// Waits until the step in flight, if any, has committed its rows.
+    async fn settle_write(&mut self) -> anyhow::Result<()> {
+        let written = match self.in_flight.as_mut() {
+            Some(step) => step.written().await,
+            None => true,
+        };
+        if written { Ok(()) } else { self.settle().await }
+    }
+
+    /// Waits for the step in flight, if any, to end; keeps its unconfirmed events for the
+    /// next step to send first.
+    async fn settle(&mut self) -> anyhow::Result<()> {
+        if let Some(step) = self.in_flight.take() {
+            let undelivered = step.finish().await?;
+            self.log.restore(undelivered);
         }
-        if let Some(outcome) = outcome {
-            let end = terminal_fields(outcome);
-            let held = store::tasks::finish(&mut tx, task_id, self.deps.worker_id, end).await?;
-            anyhow::ensure!(held, "lease lost before the task's end was committed");
-        }
-        self.log.store(&mut tx).await?;
-        tx.commit().await?;
         Ok(())
     }
 }
 
 /// The `tasks` columns of an outcome.
-pub fn terminal_fields(outcome: &Outcome) -> store::tasks::Finish<'_> {
-    use store::tasks::{Finish, status};
+pub fn terminal_fields(outcome: &Outcome, plan: String) -> Finish {
+    use store::tasks::status;
     match outcome {
         Outcome::Completed { answer, iterations } => Finish {
             status: status::COMPLETED,
             iterations: *iterations,
-            answer: Some(answer),
+            plan,
+            answer: Some(answer.clone()),
             error: None,
             fail_reason: None,
         },
@@ -259,13 +282,15 @@ pub fn terminal_fields(outcome: &Outcome) -> store::tasks::Finish<'_> {
         } => Finish {
             status: status::FAILED,
             iterations: *iterations,
+            plan,
             answer: None,
-            error: Some(error),
+            error: Some(error.clone()),
             fail_reason: Some(reason.as_str()),
         },
         Outcome::Cancelled { iterations } => Finish {
             status: status::CANCELLED,
             iterations: *iterations,
+            plan,
             answer: None,
             error: None,
             fail_reason: None,

@@ -1,0 +1,93 @@
+//! A step's commit, run beside the task instead of in its way: the step's rows are written
+//! in one statement (retried through a database outage), then its events are published and
+//! their confirms awaited. The driver starts it and goes on (the next LLM call overlaps it),
+//! but waits for the write before anything with side effects (tools) and for the whole step
+//! before the next one starts, so that steps commit and publish strictly in order.
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::deps::WorkerDeps;
+use super::events::{Encoded, Outbound};
+use crate::store::{self, step::StepWrite};
+
+/// A step being committed in the background.
+pub struct StepCommit {
+    /// Fires once the write has committed; dropped unfired when it failed.
+    written: Option<oneshot::Receiver<()>>,
+    /// The whole step: its result is the events left unconfirmed, oldest first.
+    done: JoinHandle<anyhow::Result<Vec<Encoded>>>,
+}
+
+impl StepCommit {
+    /// Starts writing `write` with the fresh events of `outbound`, then publishing them.
+    pub fn start(
+        deps: &WorkerDeps,
+        release: CancellationToken,
+        write: StepWrite,
+        outbound: Outbound,
+    ) -> Self {
+        let pool = deps.pool.clone();
+        let publisher = deps.publisher.clone();
+        let exchange = deps.names.events_exchange.clone();
+        let (written, on_written) = oneshot::channel();
+        let done = tokio::spawn(
+            async move {
+                write_through_outages(&pool, &release, &write, &outbound).await?;
+                let _ = written.send(());
+                outbound.observe();
+                Ok(outbound.deliver(&publisher, &exchange).await)
+            }
+            .in_current_span(),
+        );
+        Self {
+            written: Some(on_written),
+            done,
+        }
+    }
+
+    /// Waits until the step's rows are committed (its events may still be on their way).
+    /// On failure the step is over: the caller drops it after [`Self::finish`].
+    pub async fn written(&mut self) -> bool {
+        match self.written.take() {
+            Some(written) => written.await.is_ok(),
+            None => true,
+        }
+    }
+
+    /// Waits for the whole step; the events it could not get confirmed, oldest first.
+    pub async fn finish(self) -> anyhow::Result<Vec<Encoded>> {
+        self.done.await?
+    }
+}
+
+/// Writes the step, retrying with backoff while the database is unreachable (the task
+/// pauses), until it works or the task is released. A lost lease is an error.
+async fn write_through_outages(
+    pool: &sqlx::PgPool,
+    release: &CancellationToken,
+    write: &StepWrite,
+    outbound: &Outbound,
+) -> anyhow::Result<()> {
+    let rows = outbound.rows();
+    let mut delays = store::transient::delays();
+    loop {
+        let err = match store::step::write(pool, write, &rows).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => anyhow::bail!("lease lost: another worker has taken this task over"),
+            Err(err) => anyhow::Error::new(err).context("committing a step"),
+        };
+        if !store::transient::is_transient(&err) {
+            return Err(err);
+        }
+        let delay = delays.next().unwrap_or_default();
+        tracing::warn!(error = %format!("{err:#}"), retry_in_ms = delay.as_millis() as u64,
+            "database unavailable; the task waits");
+        tokio::select! {
+            () = release.cancelled() => return Err(err),
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
