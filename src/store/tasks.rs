@@ -70,6 +70,35 @@ pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<b
     Ok(result.rows_affected() == 1)
 }
 
+/// Inserts the task already `running` under `owner`'s lease (a fresh task taken in one
+/// statement), unless a row with its id exists: then nothing changes and the caller claims
+/// the existing row with [`claim`]. Returns whether the task was new and is now ours.
+pub async fn insert_claimed(
+    pool: &PgPool,
+    task: &NewTask<'_>,
+    owner: Uuid,
+    lease_secs: f64,
+) -> sqlx::Result<bool> {
+    let result = sqlx::query(
+        "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
+                            status, started_at, lease_owner, lease_until) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'running', now(), $7, \
+                 now() + make_interval(secs => $8)) \
+         ON CONFLICT (task_id) DO NOTHING",
+    )
+    .bind(task.task_id)
+    .bind(task.agent_id)
+    .bind(task.conversation_id)
+    .bind(task.input)
+    .bind(sqlx::types::Json(task.constraints))
+    .bind(task.stream)
+    .bind(owner)
+    .bind(lease_secs)
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
 /// Records the task as `rejected` with `reason`: a new row, or a row still `pending` (a
 /// producer such as the gateway recorded it before the worker read the message). Returns
 /// whether this call ended it; a task that started or ended is left alone.

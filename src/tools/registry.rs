@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use futures::FutureExt as _;
@@ -55,6 +55,8 @@ pub struct ToolRegistry {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
     mcp: Vec<Arc<McpToolSource>>,
+    /// The specs of agents without a grant list, built once and shared by their tasks.
+    default_specs: OnceLock<Arc<[ToolSpec]>>,
 }
 
 impl fmt::Debug for ToolRegistry {
@@ -74,6 +76,7 @@ impl ToolRegistry {
             entries: Vec::new(),
             by_name: HashMap::new(),
             mcp: Vec::new(),
+            default_specs: OnceLock::new(),
         };
         for source in sources {
             registry.add(source, BUILTIN_SOURCE, true);
@@ -84,6 +87,7 @@ impl ToolRegistry {
     /// Adds the tools of one more source, labelled `label`; `by_default`: offered to agents
     /// whose grant list is NULL (otherwise only when granted by name).
     pub fn add(&mut self, source: Arc<dyn ToolSource>, label: &str, by_default: bool) {
+        self.default_specs = OnceLock::new();
         let label: Arc<str> = Arc::from(label);
         for spec in source.list_tools() {
             if self.by_name.contains_key(&spec.name) {
@@ -155,6 +159,18 @@ impl ToolRegistry {
             .filter(|e| is_granted(granted, e))
             .map(|e| e.spec.clone())
             .collect()
+    }
+
+    /// [`Self::specs_for`] shared: agents without a grant list (most) get one copy between
+    /// all their tasks instead of one each.
+    pub fn shared_specs_for(&self, granted: Option<&[String]>) -> Arc<[ToolSpec]> {
+        match granted {
+            None => Arc::clone(
+                self.default_specs
+                    .get_or_init(|| self.specs_for(None).into()),
+            ),
+            Some(_) => self.specs_for(granted).into(),
+        }
     }
 
     /// Runs one requested call and never fails: unknown tool, not granted, arguments not

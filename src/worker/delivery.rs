@@ -100,8 +100,15 @@ async fn run(
         };
         return Ok(reject(deps, rejection).await);
     };
-    store::tasks::insert_pending(&deps.pool, &new_task(spec)).await?;
-    let (machine, log) = match take(deps, spec, &agent, shutdown).await? {
+    // A new task is recorded and taken in one statement; a known one is claimed.
+    let new_row = new_task(spec);
+    let inserted =
+        store::tasks::insert_claimed(&deps.pool, &new_row, deps.worker_id, deps.lease_secs).await?;
+    let taken = match inserted {
+        true => Some(fresh(task_info(deps, spec, &agent).await?, spec, &agent)),
+        false => take(deps, spec, &agent, shutdown).await?,
+    };
+    let (machine, log) = match taken {
         Some(taken) => taken,
         None if shutdown.is_cancelled() => return Ok(Handled::Released),
         None => return Ok(Handled::Duplicate),
@@ -130,7 +137,7 @@ async fn run(
     }
 }
 
-/// Claims the task. While another live worker holds it (a redelivery while its first
+/// Claims a task whose row existed. While another live worker holds it (a redelivery while its first
 /// consumer still runs it), waits: the holder either finishes it (then this message is a
 /// duplicate) or dies (its lease expires and this worker resumes it). `None`: nothing to run.
 async fn take(

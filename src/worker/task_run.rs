@@ -64,7 +64,7 @@ impl<'a> TaskRun<'a> {
         stream: bool,
         stops: Stops,
     ) -> Self {
-        let tool_specs = deps.tools.specs_for(granted.as_deref()).into();
+        let tool_specs = deps.tools.shared_specs_for(granted.as_deref());
         Self {
             deps,
             machine,
