@@ -5,6 +5,8 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::agents::Agent;
+
 /// A task's status as stored (`tasks.status`).
 pub mod status {
     pub const PENDING: &str = "pending";
@@ -70,33 +72,52 @@ pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<b
     Ok(result.rows_affected() == 1)
 }
 
-/// Inserts the task already `running` under `owner`'s lease (a fresh task taken in one
-/// statement), unless a row with its id exists: then nothing changes and the caller claims
-/// the existing row with [`claim`]. Returns whether the task was new and is now ours.
-pub async fn insert_claimed(
+/// A task message's agent, and whether its task was new (and is now taken).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Intake {
+    #[sqlx(flatten)]
+    pub agent: Agent,
+    /// True: the task had no row; it is now recorded `running` under the caller's lease.
+    /// False: a row existed (recorded by a producer, or a redelivery): claim it.
+    pub inserted: bool,
+}
+
+/// Looks up the task's agent and, when it exists and the task has no row yet, records the
+/// task already `running` under `owner`'s lease: the common start in one statement. `None`:
+/// no such agent (nothing is written).
+pub async fn take_new(
     pool: &PgPool,
     task: &NewTask<'_>,
+    agent_id: Uuid,
     owner: Uuid,
     lease_secs: f64,
-) -> sqlx::Result<bool> {
-    let result = sqlx::query(
-        "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
-                            status, started_at, lease_owner, lease_until) \
-         VALUES ($1, $2, $3, $4, $5, $6, 'running', now(), $7, \
-                 now() + make_interval(secs => $8)) \
-         ON CONFLICT (task_id) DO NOTHING",
+) -> sqlx::Result<Option<Intake>> {
+    sqlx::query_as::<_, Intake>(
+        "WITH agent AS ( \
+             SELECT agent_id, name, model, max_iteration, tools, context_budget_tokens, \
+                    created_at \
+             FROM agents WHERE agent_id = $2 \
+         ), inserted AS ( \
+             INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, \
+                                stream, status, started_at, lease_owner, lease_until) \
+             SELECT $1, agent.agent_id, $3, $4, $5, $6, 'running', now(), $7, \
+                    now() + make_interval(secs => $8) \
+             FROM agent \
+             ON CONFLICT (task_id) DO NOTHING \
+             RETURNING task_id \
+         ) \
+         SELECT agent.*, EXISTS (SELECT 1 FROM inserted) AS inserted FROM agent",
     )
     .bind(task.task_id)
-    .bind(task.agent_id)
+    .bind(agent_id)
     .bind(task.conversation_id)
     .bind(task.input)
     .bind(sqlx::types::Json(task.constraints))
     .bind(task.stream)
     .bind(owner)
     .bind(lease_secs)
-    .execute(pool)
-    .await?;
-    Ok(result.rows_affected() == 1)
+    .fetch_optional(pool)
+    .await
 }
 
 /// Records the task as `rejected` with `reason`: a new row, or a row still `pending` (a

@@ -90,7 +90,12 @@ async fn run(
     spec: &TaskSpec,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Handled> {
-    let Some(agent) = store::agents::get(&deps.pool, spec.agent_id).await? else {
+    // The agent is read, and a new task recorded and taken, in one statement; a task
+    // whose row existed is claimed.
+    let new_row = new_task(spec);
+    let (owner, lease) = (deps.worker_id, deps.lease_secs);
+    let intake = store::tasks::take_new(&deps.pool, &new_row, spec.agent_id, owner, lease).await?;
+    let Some(store::tasks::Intake { agent, inserted }) = intake else {
         let rejection = Rejection {
             reason: format!("unknown agent_id {}", spec.agent_id),
             task_id: Some(spec.task_id),
@@ -100,10 +105,6 @@ async fn run(
         };
         return Ok(reject(deps, rejection).await);
     };
-    // A new task is recorded and taken in one statement; a known one is claimed.
-    let new_row = new_task(spec);
-    let inserted =
-        store::tasks::insert_claimed(&deps.pool, &new_row, deps.worker_id, deps.lease_secs).await?;
     let taken = match inserted {
         true => Some(fresh(task_info(deps, spec, &agent).await?, spec, &agent)),
         false => take(deps, spec, &agent, shutdown).await?,
