@@ -264,6 +264,14 @@ impl Outbound {
         self.backlog.is_empty() && self.fresh.is_empty()
     }
 
+    /// Puts `undelivered` (stored by an earlier step, unconfirmed) before everything else.
+    pub fn prepend(&mut self, undelivered: Vec<Encoded>) {
+        if !undelivered.is_empty() {
+            let backlog = std::mem::take(&mut self.backlog);
+            self.backlog = undelivered.into_iter().chain(backlog).collect();
+        }
+    }
+
     /// The rows of the fresh events, for the step's write.
     pub fn rows(&self) -> Vec<store::step::EventRow<'_>> {
         self.fresh

@@ -1,8 +1,9 @@
 //! A step's commit, run beside the task instead of in its way: the step's rows are written
 //! in one statement (retried through a database outage), then its events are published and
-//! their confirms awaited. The driver starts it and goes on (the next LLM call overlaps it),
-//! but waits for the write before anything with side effects (tools) and for the whole step
-//! before the next one starts, so that steps commit and publish strictly in order.
+//! their confirms awaited. The driver starts it and goes on (the next LLM call overlaps it)
+//! and waits for the write only before anything with side effects (tools). Steps chain:
+//! each begins by waiting for the one before it, so they commit and publish strictly in
+//! order, and the events the previous step could not get confirmed go out first.
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -22,12 +23,14 @@ pub struct StepCommit {
 }
 
 impl StepCommit {
-    /// Starts writing `write` with the fresh events of `outbound`, then publishing them.
+    /// Starts writing `write` with the fresh events of `outbound`, then publishing them,
+    /// once `previous` (the task's step before, if still in flight) is done.
     pub fn start(
         deps: &WorkerDeps,
         release: CancellationToken,
         write: StepWrite,
-        outbound: Outbound,
+        mut outbound: Outbound,
+        previous: Option<StepCommit>,
     ) -> Self {
         let pool = deps.pool.clone();
         let publisher = deps.publisher.clone();
@@ -35,6 +38,9 @@ impl StepCommit {
         let (written, on_written) = oneshot::channel();
         let done = tokio::spawn(
             async move {
+                if let Some(previous) = previous {
+                    outbound.prepend(previous.finish().await?);
+                }
                 write_through_outages(&pool, &release, &write, &outbound).await?;
                 let _ = written.send(());
                 outbound.observe();
@@ -48,7 +54,8 @@ impl StepCommit {
         }
     }
 
-    /// Waits until the step's rows are committed (its events may still be on their way).
+    /// Waits until the step's rows, and so those of every step before it, are committed
+    /// (their events may still be on their way).
     /// On failure the step is over: the caller drops it after [`Self::finish`].
     pub async fn written(&mut self) -> bool {
         match self.written.take() {
@@ -57,7 +64,8 @@ impl StepCommit {
         }
     }
 
-    /// Waits for the whole step; the events it could not get confirmed, oldest first.
+    /// Waits for the whole step (and those before it); the events left unconfirmed, oldest
+    /// first.
     pub async fn finish(self) -> anyhow::Result<Vec<Encoded>> {
         self.done.await?
     }

@@ -177,9 +177,11 @@ impl<'a> TaskRun<'a> {
     }
 
     /// Starts committing what was produced since the last commit (recursions, LLM attempts,
-    /// checkpoint, events) once the step before it is done; the task goes on meanwhile.
+    /// checkpoint, events), after the step before it; the task goes on meanwhile.
     pub(super) async fn commit_step(&mut self) -> anyhow::Result<()> {
-        self.settle().await?;
+        // One step's write outstanding at most: a slow or unreachable database holds the
+        // task back (and a lost lease stops it) instead of letting it run ahead.
+        self.settle_write().await?;
         self.collect_events();
         let progress = match self.checkpoint.take() {
             Some(checkpoint) => Progress::Checkpoint {
@@ -196,7 +198,6 @@ impl<'a> TaskRun<'a> {
     /// Commits the task's end with everything before it, then publishes its events,
     /// through a broker outage if need be, before the task's message is acknowledged.
     async fn commit_end(&mut self, outcome: &Outcome) -> anyhow::Result<()> {
-        self.settle().await?;
         self.collect_events();
         self.log.push_outcome(outcome);
         self.checkpoint = None;
@@ -239,10 +240,13 @@ impl<'a> TaskRun<'a> {
             max_result_chars: self.machine.task().limits.max_tool_result_chars,
         };
         let release = self.stops.release.clone();
-        self.in_flight = Some(StepCommit::start(self.deps, release, write, outbound));
+        let previous = self.in_flight.take();
+        self.in_flight = Some(StepCommit::start(
+            self.deps, release, write, outbound, previous,
+        ));
     }
 
-    /// Waits until the step in flight, if any, has committed its rows.
+    /// Waits until the steps in flight, if any, have committed their rows.
     async fn settle_write(&mut self) -> anyhow::Result<()> {
         let written = match self.in_flight.as_mut() {
             Some(step) => step.written().await,
@@ -251,8 +255,8 @@ impl<'a> TaskRun<'a> {
         if written { Ok(()) } else { self.settle().await }
     }
 
-    /// Waits for the step in flight, if any, to end; keeps its unconfirmed events for the
-    /// next step to send first.
+    /// Waits for the steps in flight, if any, to end; keeps their unconfirmed events for
+    /// the next step to send first.
     async fn settle(&mut self) -> anyhow::Result<()> {
         if let Some(step) = self.in_flight.take() {
             let undelivered = step.finish().await?;
