@@ -16,28 +16,6 @@ pub struct EventRow {
     pub payload: Value,
 }
 
-/// Inserts one event row.
-pub async fn insert(
-    conn: &mut PgConnection,
-    task_id: Uuid,
-    seq: i64,
-    event_id: Uuid,
-    event_type: &str,
-    payload: &Value,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO events (task_id, seq, event_id, type, payload) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(task_id)
-    .bind(seq)
-    .bind(event_id)
-    .bind(event_type)
-    .bind(payload)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// Inserts a task's events in one statement; `payloads` are JSON texts.
 pub async fn insert_many(
     conn: &mut PgConnection,

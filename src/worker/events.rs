@@ -173,16 +173,6 @@ impl EventLog {
         }
     }
 
-    /// Whether events wait to be stored.
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-
-    /// The seq of the newest event produced.
-    pub fn last_seq(&self) -> i64 {
-        self.last_seq
-    }
-
     /// Stores the pending events inside the caller's transaction (one statement), for the
     /// one-off writers (a rejection, a cancel before start); follow with [`Self::publish`].
     pub async fn store(&self, conn: &mut PgConnection) -> sqlx::Result<()> {
