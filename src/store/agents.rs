@@ -18,6 +18,10 @@ pub struct Agent {
     pub created_at: DateTime<Utc>,
 }
 
+/// The columns of [`Agent`], in its order (every query that reads agents selects these).
+pub const AGENT_COLUMNS: &str =
+    "agent_id, name, model, max_iteration, tools, context_budget_tokens, created_at";
+
 /// What `agentd agent create` inserts.
 #[derive(Debug, Clone)]
 pub struct NewAgent {
@@ -46,10 +50,9 @@ pub async fn create(pool: &PgPool, agent: &NewAgent) -> sqlx::Result<Uuid> {
 
 /// Looks an agent up by id.
 pub async fn get(pool: &PgPool, agent_id: Uuid) -> sqlx::Result<Option<Agent>> {
-    sqlx::query_as::<_, Agent>(
-        "SELECT agent_id, name, model, max_iteration, tools, context_budget_tokens, created_at \
-         FROM agents WHERE agent_id = $1",
-    )
+    sqlx::query_as::<_, Agent>(&format!(
+        "SELECT {AGENT_COLUMNS} FROM agents WHERE agent_id = $1"
+    ))
     .bind(agent_id)
     .fetch_optional(pool)
     .await
@@ -57,10 +60,9 @@ pub async fn get(pool: &PgPool, agent_id: Uuid) -> sqlx::Result<Option<Agent>> {
 
 /// Every agent, oldest first.
 pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<Agent>> {
-    sqlx::query_as::<_, Agent>(
-        "SELECT agent_id, name, model, max_iteration, tools, context_budget_tokens, created_at \
-         FROM agents ORDER BY created_at, agent_id",
-    )
+    sqlx::query_as::<_, Agent>(&format!(
+        "SELECT {AGENT_COLUMNS} FROM agents ORDER BY created_at, agent_id"
+    ))
     .fetch_all(pool)
     .await
 }

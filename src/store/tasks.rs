@@ -5,7 +5,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::agents::Agent;
+use super::agents::{AGENT_COLUMNS, Agent};
 
 /// A task's status as stored (`tasks.status`).
 pub mod status {
@@ -92,11 +92,9 @@ pub async fn take_new(
     owner: Uuid,
     lease_secs: f64,
 ) -> sqlx::Result<Option<Intake>> {
-    sqlx::query_as::<_, Intake>(
+    sqlx::query_as::<_, Intake>(&format!(
         "WITH agent AS ( \
-             SELECT agent_id, name, model, max_iteration, tools, context_budget_tokens, \
-                    created_at \
-             FROM agents WHERE agent_id = $2 \
+             SELECT {AGENT_COLUMNS} FROM agents WHERE agent_id = $2 \
          ), inserted AS ( \
              INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, \
                                 stream, status, started_at, lease_owner, lease_until) \
@@ -106,8 +104,8 @@ pub async fn take_new(
              ON CONFLICT (task_id) DO NOTHING \
              RETURNING task_id \
          ) \
-         SELECT agent.*, EXISTS (SELECT 1 FROM inserted) AS inserted FROM agent",
-    )
+         SELECT agent.*, EXISTS (SELECT 1 FROM inserted) AS inserted FROM agent"
+    ))
     .bind(task.task_id)
     .bind(agent_id)
     .bind(task.conversation_id)
