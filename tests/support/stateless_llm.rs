@@ -19,6 +19,9 @@ use serde_json::{Value, json};
 struct Seen {
     /// Requests per user input.
     calls: HashMap<String, usize>,
+    /// Requests per user input and recursion (`current_recursion.iteration_index` of the
+    /// state snapshot), in arrival order.
+    iterations: HashMap<String, Vec<u32>>,
     /// Authorization headers received.
     authorizations: Vec<Option<String>>,
 }
@@ -58,6 +61,15 @@ impl StatelessLlm {
             .unwrap_or(0)
     }
 
+    /// The recursion numbers the requests carrying this input were made for, in arrival
+    /// order (a recursion asked twice appears twice).
+    pub fn iterations_for(&self, input: &str) -> Vec<u32> {
+        self.seen
+            .lock()
+            .map(|seen| seen.iterations.get(input).cloned().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
     /// Every Authorization header received.
     pub fn authorizations(&self) -> Vec<Option<String>> {
         self.seen
@@ -65,6 +77,21 @@ impl StatelessLlm {
             .map(|seen| seen.authorizations.clone())
             .unwrap_or_default()
     }
+}
+
+/// `current_recursion.iteration_index` of the state snapshot in the system message.
+fn iteration_index(messages: &[Value]) -> Option<u32> {
+    let system = messages.get(1)?["content"].as_str()?;
+    // The snapshot is compact JSON (`"iteration_index":3`); the template's own example of
+    // it has a space after the colon and is skipped.
+    let key = "\"iteration_index\":";
+    system.match_indices(key).find_map(|(at, _)| {
+        let digits: String = system[at + key.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    })
 }
 
 fn word(input: &str, key: &str) -> Option<u64> {
@@ -87,6 +114,12 @@ async fn reply(
     let done = messages.iter().filter(|m| m["role"] == "assistant").count() as u64;
     if let Ok(mut seen) = seen.lock() {
         *seen.calls.entry(input.clone()).or_default() += 1;
+        if let Some(iteration) = iteration_index(&messages) {
+            seen.iterations
+                .entry(input.clone())
+                .or_default()
+                .push(iteration);
+        }
         let auth = headers
             .get("authorization")
             .and_then(|v| v.to_str().ok())
