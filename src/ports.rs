@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::core::retry::ErrorClass;
-use crate::core::types::{ChatMessage, LlmReply, ToolSpec};
+use crate::core::types::{ChatMessage, LlmReply, ToolEffect, ToolSpec};
 
 /// One Chat Completions request, provider-neutral.
 #[derive(Clone, Copy)]
@@ -68,11 +68,29 @@ pub struct ToolOutput {
     pub memo: Option<String>,
 }
 
+/// What a tool call carries besides its arguments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolCallContext<'a> {
+    /// `"<task_id>:<tool_call_id>"` for every call of a tool that is not read-only
+    /// (CONTRACT §7): the same on a retry after a crash, so an idempotent tool can tell.
+    pub idempotency_key: Option<&'a str>,
+}
+
 /// A source of tools (seed 001): the built-ins, an MCP server, ...
 #[async_trait]
 pub trait ToolSource: Send + Sync {
     /// The tools this source offers, with JSON-schema parameters.
     fn list_tools(&self) -> Vec<ToolSpec>;
+    /// What running `name` does outside agentd. Unless a source knows better, a tool has
+    /// side effects.
+    fn effect(&self, _name: &str) -> ToolEffect {
+        ToolEffect::SideEffect
+    }
     /// Run one tool. `Err` is an error value shown to the next recursion, never a crash.
-    async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, String>;
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: ToolCallContext<'_>,
+    ) -> Result<ToolOutput, String>;
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use agentd::core::limits::estimate_request_tokens;
 use agentd::core::types::{ChatMessage, Role, ToolSpec};
-use agentd::ports::{ToolOutput, ToolSource};
+use agentd::ports::{ToolCallContext, ToolOutput, ToolSource};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use support::fake_llm::{answer_reply, call_tool_reply, plan_reply};
@@ -37,7 +37,12 @@ impl ToolSource for TestTools {
         ]
     }
 
-    async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, String> {
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        _context: ToolCallContext<'_>,
+    ) -> Result<ToolOutput, String> {
         match name {
             "sleep_ms" => {
                 let ms = arguments["ms"].as_u64().unwrap_or(0);

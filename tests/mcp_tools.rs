@@ -284,7 +284,11 @@ async fn streamable_http_servers_work_and_reconnect() {
     );
     let grants = vec!["web__echo".to_owned()];
     let result = registry
-        .call(Some(&grants), &echo_request("over http"))
+        .call(
+            Some(&grants),
+            &echo_request("over http"),
+            Default::default(),
+        )
         .await;
     assert_eq!(
         (result.success, result.result),
@@ -292,13 +296,17 @@ async fn streamable_http_servers_work_and_reconnect() {
     );
 
     let _ = child.kill().await;
-    let down = registry.call(Some(&grants), &echo_request("lost")).await;
+    let down = registry
+        .call(Some(&grants), &echo_request("lost"), Default::default())
+        .await;
     let error = down.error.unwrap_or_default();
     assert!(error.contains("MCP server 'web'"), "{error}");
     let mut child = start_http_server(&addr).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let back = registry.call(Some(&grants), &echo_request("back")).await;
+        let back = registry
+            .call(Some(&grants), &echo_request("back"), Default::default())
+            .await;
         if back.success {
             break;
         }

@@ -39,6 +39,48 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// What running a tool does outside agentd (CONTRACT §7), which decides how a call that
+/// was cut short by a crash is treated on resume and whether it waits for the step's
+/// commit before it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolEffect {
+    /// No effect outside agentd (the built-ins): safe to run again, needs no commit first.
+    ReadOnly,
+    /// Running it twice with the same idempotency key has the effect of running it once.
+    Idempotent,
+    /// Anything else: never silently run twice.
+    #[default]
+    SideEffect,
+}
+
+impl ToolEffect {
+    /// The wire name: `read_only`, `idempotent` or `side_effect`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read_only",
+            Self::Idempotent => "idempotent",
+            Self::SideEffect => "side_effect",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "read_only" => Some(Self::ReadOnly),
+            "idempotent" => Some(Self::Idempotent),
+            "side_effect" => Some(Self::SideEffect),
+            _ => None,
+        }
+    }
+
+    /// Whether a call may be run again after a crash cut it short (read-only or
+    /// idempotent under its key).
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, Self::SideEffect)
+    }
+}
+
 /// A native tool call requested by the model (OpenAI `message.tool_calls[]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCallRequest {

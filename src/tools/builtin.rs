@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::core::types::ToolSpec;
-use crate::ports::{ToolOutput, ToolSource};
+use crate::core::types::{ToolEffect, ToolSpec};
+use crate::ports::{ToolCallContext, ToolOutput, ToolSource};
 
 use super::{calculate, current_time, take_memo};
 
@@ -25,7 +25,18 @@ impl ToolSource for BuiltinTools {
         vec![calculate::spec(), take_memo::spec(), current_time::spec()]
     }
 
-    async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, String> {
+    /// The built-ins act on nothing outside agentd (`take_memo` writes the task's own
+    /// memory, which is part of its checkpoint).
+    fn effect(&self, _name: &str) -> ToolEffect {
+        ToolEffect::ReadOnly
+    }
+
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        _context: ToolCallContext<'_>,
+    ) -> Result<ToolOutput, String> {
         match name {
             calculate::NAME => calculate::run(&arguments),
             take_memo::NAME => take_memo::run(&arguments),
@@ -55,10 +66,16 @@ mod tests {
     #[tokio::test]
     async fn dispatches_by_name() {
         let sum = BuiltinTools
-            .call_tool("calculate", json!({"expression": "1+2"}))
+            .call_tool(
+                "calculate",
+                json!({"expression": "1+2"}),
+                ToolCallContext::default(),
+            )
             .await;
         assert_eq!(sum.map(|o| o.result), Ok(json!(3)));
-        let unknown = BuiltinTools.call_tool("nope", json!({})).await;
+        let unknown = BuiltinTools
+            .call_tool("nope", json!({}), ToolCallContext::default())
+            .await;
         assert_eq!(unknown, Err("unknown built-in tool 'nope'".to_owned()));
     }
 }

@@ -18,8 +18,8 @@ use futures::FutureExt as _;
 use serde_json::Value;
 
 use crate::config::ToolsSettings;
-use crate::core::types::{ToolCallRequest, ToolCallResult, ToolSpec};
-use crate::ports::{ToolOutput, ToolSource};
+use crate::core::types::{ToolCallRequest, ToolCallResult, ToolEffect, ToolSpec};
+use crate::ports::{ToolCallContext, ToolOutput, ToolSource};
 
 use super::builtin::BuiltinTools;
 use super::mcp::McpToolSource;
@@ -35,6 +35,8 @@ struct Entry {
     source: Arc<dyn ToolSource>,
     /// `built-in`, `mcp:<server>`, ...
     label: Arc<str>,
+    /// What running it does outside agentd, as its source says.
+    effect: ToolEffect,
     /// Offered to agents whose grant list is NULL.
     by_default: bool,
 }
@@ -47,6 +49,8 @@ pub struct ToolInfo {
     pub source: String,
     /// Whether an agent with `tools` NULL gets it.
     pub granted_by_default: bool,
+    /// What running it does outside agentd.
+    pub effect: ToolEffect,
 }
 
 /// Every tool the worker knows, by name, in the order the sources listed them.
@@ -96,7 +100,9 @@ impl ToolRegistry {
                 continue;
             }
             self.by_name.insert(spec.name.clone(), self.entries.len());
+            let effect = source.effect(&spec.name);
             self.entries.push(Entry {
+                effect,
                 spec,
                 source: Arc::clone(&source),
                 label: Arc::clone(&label),
@@ -142,6 +148,7 @@ impl ToolRegistry {
                 spec: e.spec.clone(),
                 source: e.label.to_string(),
                 granted_by_default: e.by_default,
+                effect: e.effect,
             })
             .collect()
     }
@@ -173,6 +180,14 @@ impl ToolRegistry {
         }
     }
 
+    /// What running `name` does outside agentd. A name no source offers cannot run, so it
+    /// counts as read-only (its call fails at once without touching anything).
+    pub fn effect_of(&self, name: &str) -> ToolEffect {
+        self.by_name
+            .get(name)
+            .map_or(ToolEffect::ReadOnly, |&i| self.entries[i].effect)
+    }
+
     /// Runs one requested call and never fails: unknown tool, not granted, arguments not
     /// valid JSON, arguments not fitting the tool's JSON schema, a tool error or a tool
     /// panic → `success: false` with a precise `error`; success → `result` and `memo`.
@@ -182,11 +197,12 @@ impl ToolRegistry {
         &self,
         granted: Option<&[String]>,
         request: &ToolCallRequest,
+        context: ToolCallContext<'_>,
     ) -> ToolCallResult {
         let started = Instant::now();
         let (arguments, parse_error) = parse_arguments(&request.arguments);
         let outcome = self
-            .run(granted, &request.name, &arguments, parse_error)
+            .run(granted, &request.name, &arguments, parse_error, context)
             .await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (success, result, error, memo) = match outcome {
@@ -212,6 +228,7 @@ impl ToolRegistry {
         name: &str,
         arguments: &Value,
         parse_error: Option<String>,
+        context: ToolCallContext<'_>,
     ) -> Result<ToolOutput, String> {
         let Some(entry) = self.by_name.get(name).map(|&i| &self.entries[i]) else {
             return Err(self.unknown_tool(granted, name));
@@ -223,7 +240,7 @@ impl ToolRegistry {
             return Err(error);
         }
         schema::validate(&entry.spec.parameters, arguments)?;
-        AssertUnwindSafe(entry.source.call_tool(name, arguments.clone()))
+        AssertUnwindSafe(entry.source.call_tool(name, arguments.clone(), context))
             .catch_unwind()
             .await
             .unwrap_or_else(|_| Err(format!("tool '{name}' failed unexpectedly (panicked)")))

@@ -22,7 +22,12 @@ impl ToolSource for TestSource {
         ["calculate", "slow", "boom", "fails"].map(spec).to_vec()
     }
 
-    async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, String> {
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        _context: ToolCallContext<'_>,
+    ) -> Result<ToolOutput, String> {
         match name {
             "slow" => {
                 tokio::time::sleep(Duration::from_millis(30)).await;
@@ -92,7 +97,11 @@ fn names_and_specs_follow_registration_order_first_wins() {
 #[tokio::test]
 async fn success_carries_result_ids_and_parsed_arguments() {
     let result = registry()
-        .call(None, &request("calculate", r#"{"expression":"6*7"}"#))
+        .call(
+            None,
+            &request("calculate", r#"{"expression":"6*7"}"#),
+            ToolCallContext::default(),
+        )
         .await;
     assert!(result.success, "{result:?}");
     assert_eq!(result.tool_call_id, "call_7");
@@ -105,7 +114,11 @@ async fn success_carries_result_ids_and_parsed_arguments() {
 #[tokio::test]
 async fn take_memo_returns_its_memo() {
     let result = registry()
-        .call(None, &request("take_memo", r#"{"note":"n1"}"#))
+        .call(
+            None,
+            &request("take_memo", r#"{"note":"n1"}"#),
+            ToolCallContext::default(),
+        )
         .await;
     assert!(result.success);
     assert_eq!(result.memo.as_deref(), Some("n1"));
@@ -113,7 +126,13 @@ async fn take_memo_returns_its_memo() {
 
 #[tokio::test]
 async fn duration_is_measured() {
-    let result = registry().call(None, &request("slow", r#"{"x":1}"#)).await;
+    let result = registry()
+        .call(
+            None,
+            &request("slow", r#"{"x":1}"#),
+            ToolCallContext::default(),
+        )
+        .await;
     assert!(result.success);
     assert_eq!(result.result, Some(json!({"x": 1})));
     assert!(result.duration_ms >= 30, "{}", result.duration_ms);
@@ -123,7 +142,11 @@ async fn duration_is_measured() {
 async fn unknown_tool_lists_the_available_ones() {
     let granted = grants(&["calculate"]);
     let result = registry()
-        .call(Some(&granted), &request("nope", "{}"))
+        .call(
+            Some(&granted),
+            &request("nope", "{}"),
+            ToolCallContext::default(),
+        )
         .await;
     assert!(!result.success);
     assert_eq!(result.result, None);
@@ -131,7 +154,13 @@ async fn unknown_tool_lists_the_available_ones() {
         result.error.as_deref(),
         Some("unknown tool 'nope'; available tools: calculate")
     );
-    let none = registry().call(Some(&[]), &request("nope", "{}")).await;
+    let none = registry()
+        .call(
+            Some(&[]),
+            &request("nope", "{}"),
+            ToolCallContext::default(),
+        )
+        .await;
     assert_eq!(
         none.error.as_deref(),
         Some("unknown tool 'nope'; no tools are available")
@@ -142,7 +171,11 @@ async fn unknown_tool_lists_the_available_ones() {
 async fn ungranted_tool_is_refused_before_running() {
     let granted = grants(&["calculate"]);
     let result = registry()
-        .call(Some(&granted), &request("slow", "{}"))
+        .call(
+            Some(&granted),
+            &request("slow", "{}"),
+            ToolCallContext::default(),
+        )
         .await;
     assert!(!result.success);
     assert_eq!(
@@ -155,7 +188,11 @@ async fn ungranted_tool_is_refused_before_running() {
 #[tokio::test]
 async fn invalid_json_arguments_are_kept_raw() {
     let result = registry()
-        .call(None, &request("calculate", "{expression: 1+1"))
+        .call(
+            None,
+            &request("calculate", "{expression: 1+1"),
+            ToolCallContext::default(),
+        )
         .await;
     assert!(!result.success);
     assert_eq!(
@@ -171,7 +208,13 @@ async fn invalid_json_arguments_are_kept_raw() {
 
 #[tokio::test]
 async fn empty_arguments_count_as_an_empty_object() {
-    let result = registry().call(None, &request("current_time", "  ")).await;
+    let result = registry()
+        .call(
+            None,
+            &request("current_time", "  "),
+            ToolCallContext::default(),
+        )
+        .await;
     assert!(result.success, "{result:?}");
     assert_eq!(result.arguments, json!({}));
 }
@@ -180,19 +223,35 @@ async fn empty_arguments_count_as_an_empty_object() {
 async fn schema_mismatches_are_precise() {
     let registry = registry();
     let wrong_type = registry
-        .call(None, &request("calculate", r#"{"expression":12}"#))
+        .call(
+            None,
+            &request("calculate", r#"{"expression":12}"#),
+            ToolCallContext::default(),
+        )
         .await;
     assert_eq!(
         wrong_type.error.as_deref(),
         Some("arguments.expression: expected string, got integer")
     );
     assert_eq!(wrong_type.arguments, json!({"expression": 12}));
-    let missing = registry.call(None, &request("take_memo", "{}")).await;
+    let missing = registry
+        .call(
+            None,
+            &request("take_memo", "{}"),
+            ToolCallContext::default(),
+        )
+        .await;
     assert_eq!(
         missing.error.as_deref(),
         Some("arguments: missing required property 'note'")
     );
-    let not_object = registry.call(None, &request("calculate", "[1]")).await;
+    let not_object = registry
+        .call(
+            None,
+            &request("calculate", "[1]"),
+            ToolCallContext::default(),
+        )
+        .await;
     assert_eq!(
         not_object.error.as_deref(),
         Some("arguments: expected object, got array")
@@ -203,12 +262,20 @@ async fn schema_mismatches_are_precise() {
 async fn tool_errors_and_panics_become_error_values() {
     let registry = registry();
     let divide = registry
-        .call(None, &request("calculate", r#"{"expression":"1/0"}"#))
+        .call(
+            None,
+            &request("calculate", r#"{"expression":"1/0"}"#),
+            ToolCallContext::default(),
+        )
         .await;
     assert_eq!(divide.error.as_deref(), Some("division by zero"));
-    let fails = registry.call(None, &request("fails", "{}")).await;
+    let fails = registry
+        .call(None, &request("fails", "{}"), ToolCallContext::default())
+        .await;
     assert_eq!(fails.error.as_deref(), Some("fails always fails"));
-    let boom = registry.call(None, &request("boom", "{}")).await;
+    let boom = registry
+        .call(None, &request("boom", "{}"), ToolCallContext::default())
+        .await;
     assert!(!boom.success);
     assert_eq!(
         boom.error.as_deref(),
@@ -254,12 +321,20 @@ fn sources_not_granted_by_default_need_a_grant_by_name() {
 #[tokio::test]
 async fn a_null_grant_does_not_reach_remote_tools() {
     let registry = registry_with_remote();
-    let refused = registry.call(None, &request("slow", "{}")).await;
+    let refused = registry
+        .call(None, &request("slow", "{}"), ToolCallContext::default())
+        .await;
     assert_eq!(
         refused.error.as_deref(),
         Some("tool 'slow' is not granted to this agent")
     );
     let granted = grants(&["slow"]);
-    let ran = registry.call(Some(&granted), &request("slow", "{}")).await;
+    let ran = registry
+        .call(
+            Some(&granted),
+            &request("slow", "{}"),
+            ToolCallContext::default(),
+        )
+        .await;
     assert!(ran.success, "{ran:?}");
 }

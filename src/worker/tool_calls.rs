@@ -86,7 +86,7 @@ async fn run_tool(
 ) -> ToolCallResult {
     let _slot = slots.acquire().await;
     let started = std::time::Instant::now();
-    match tokio::time::timeout(timeout, deps.tools.call(granted, call)).await {
+    match tokio::time::timeout(timeout, deps.tools.call(granted, call, Default::default())).await {
         Ok(result) => result,
         Err(_) => ToolCallResult {
             tool_call_id: call.id.clone(),

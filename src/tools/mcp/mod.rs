@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpServerSettings, ToolsSettings};
 use crate::core::types::ToolSpec;
-use crate::ports::{ToolOutput, ToolSource};
+use crate::ports::{ToolCallContext, ToolOutput, ToolSource};
 
 pub use convert::namespaced;
 use link::{Link, Opener};
@@ -184,7 +184,12 @@ impl ToolSource for McpToolSource {
         self.specs.clone()
     }
 
-    async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, String> {
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        _context: ToolCallContext<'_>,
+    ) -> Result<ToolOutput, String> {
         let Some(remote) = self.remote_names.get(name) else {
             return Err(format!("MCP server '{}' has no tool '{name}'", self.server));
         };
