@@ -5,14 +5,14 @@
 //! it obeys within a second (CONTRACT §2).
 
 use lapin::BasicProperties;
-use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::amqp::Publisher;
 use crate::config::AmqpSettings;
-use crate::store;
-use crate::worker::events::EventLog;
+use crate::contract::ControlMessage;
+use crate::contract::control::Cancel;
+use crate::worker::unheld::{self, Sink};
 
 /// What [`cancel_task`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,22 +30,33 @@ pub async fn cancel_task(
     names: &AmqpSettings,
     task_id: Uuid,
 ) -> anyhow::Result<CancelResult> {
-    if let Some(agent_id) = store::tasks::cancel_unstarted(pool, task_id).await? {
-        let last_seq = store::events::last_seq(pool, task_id).await?;
-        let mut log = EventLog::new(task_id, agent_id, last_seq);
-        log.push("task.cancelled", None, Some(0), json!({"iterations": 0}));
-        let mut tx = pool.begin().await?;
-        log.store(&mut tx).await?;
-        tx.commit().await?;
-        log.publish(publisher, &names.events_exchange).await;
+    let sink = Sink {
+        pool,
+        publisher,
+        exchange: &names.events_exchange,
+    };
+    if unheld::cancel_unstarted(sink, task_id).await? {
         return Ok(CancelResult::CancelledBeforeStart);
     }
-    let body = serde_json::to_vec(&json!({"task_id": task_id}))?;
+    send_control(
+        publisher,
+        names,
+        &ControlMessage::Cancel(Cancel { task_id }),
+    )
+    .await?;
+    Ok(CancelResult::CancelSent)
+}
+
+/// Publishes a control message to the control exchange (every worker gets it).
+pub async fn send_control(
+    publisher: &Publisher,
+    names: &AmqpSettings,
+    message: &ControlMessage,
+) -> anyhow::Result<()> {
     let properties = BasicProperties::default()
         .with_content_type("application/json".into())
-        .with_type("cancel".into());
+        .with_type(message.kind().into());
     publisher
-        .publish(&names.control_exchange, "", &body, properties)
-        .await?;
-    Ok(CancelResult::CancelSent)
+        .publish(&names.control_exchange, "", &message.body(), properties)
+        .await
 }

@@ -6,6 +6,7 @@
 //! - [`core`]: the recursive ReAct state machine of seeds 000 and 002. Pure: no I/O.
 //! - [`ports`]: the traits at the edge (LLM, tool source).
 //! - [`config`]: typed settings (config/default.toml, `--config`, `AGENTD__` env).
+//! - [`contract`]: the wire types of CONTRACT.md (task and control messages, events).
 //! - [`llm`]: the OpenAI-compatible Chat Completions client.
 //! - [`tools`]: the tool registry, the built-in tools and MCP tool sources.
 //! - [`store`]: PostgreSQL: pool, migrations, trace queries.
@@ -21,6 +22,7 @@ pub mod amqp;
 pub mod cancel;
 pub mod cli;
 pub mod config;
+pub mod contract;
 pub mod core;
 pub mod gateway;
 pub mod llm;

@@ -68,6 +68,9 @@ fn step_with(task_id: Uuid, owner: Uuid, iteration: u32, progress: Progress) -> 
             error: None,
         }],
         max_result_chars: 100,
+        tool_meta: Vec::new(),
+        started: Vec::new(),
+        confirmed_seq: 0,
     }
 }
 

@@ -97,16 +97,22 @@ fn describe_tool(call: &ToolCallRow) -> String {
         .as_ref()
         .map(Value::to_string)
         .unwrap_or_default();
+    let took = call
+        .duration_ms
+        .map(|ms| format!(" · {ms} ms"))
+        .unwrap_or_default();
+    let effect = match call.effect.as_deref() {
+        Some("read_only") | None => String::new(),
+        Some(effect) => format!(" [{effect}]"),
+    };
+    let name = &call.name;
     match (call.success, &call.result, &call.error) {
-        (true, Some(result), _) => format!(
-            "{}({arguments}) = {result} · {} ms",
-            call.name, call.duration_ms
-        ),
-        (_, _, Some(error)) => format!(
-            "{}({arguments}) failed: {error} · {} ms",
-            call.name, call.duration_ms
-        ),
-        _ => format!("{}({arguments}) · {} ms", call.name, call.duration_ms),
+        (Some(true), Some(result), _) => format!("{name}({arguments}) = {result}{took}{effect}"),
+        (_, _, Some(error)) => format!("{name}({arguments}) failed: {error}{took}{effect}"),
+        _ => {
+            let state = call.state.as_deref().unwrap_or("started");
+            format!("{name}({arguments}) {state}{took}{effect}")
+        }
     }
 }
 

@@ -85,7 +85,7 @@ pub enum Outcome {
 }
 
 /// Why a task failed (`task.failed` event's `reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailReason {
     /// `max_iteration` recursions ran without an ANSWER.
@@ -96,6 +96,9 @@ pub enum FailReason {
     Rejected,
     /// A bug: the machine was driven out of order.
     Internal,
+    /// The broker dead-lettered the task's message after `worker.max_deliveries`
+    /// deliveries (set by the driver).
+    DeliveryLimit,
 }
 
 impl FailReason {
@@ -106,6 +109,7 @@ impl FailReason {
             Self::LlmError => "llm_error",
             Self::Rejected => "rejected",
             Self::Internal => "internal",
+            Self::DeliveryLimit => "delivery_limit",
         }
     }
 }
@@ -162,6 +166,7 @@ mod tests {
             FailReason::LlmError,
             FailReason::Rejected,
             FailReason::Internal,
+            FailReason::DeliveryLimit,
         ] {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
         }

@@ -18,7 +18,7 @@ use crate::core::outcome::ConversationTurn;
 use crate::core::types::ToolCallResult;
 
 /// The status of a plan step (seed 002 §5.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StepStatus {
     /// Not started yet.
@@ -55,7 +55,7 @@ impl StepStatus {
 }
 
 /// The status of one recursion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RecursionStatus {
     /// Under way (only ever seen in `current_recursion`).

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::amqp::{Broker, subscriber};
-use crate::store::events::EventRow;
+use crate::store::events::EventRecord;
 
 /// Buffered events per followed task before a slow client lags (and catches up from the
 /// database).
@@ -58,7 +58,7 @@ impl TaskEvent {
     }
 
     /// The event of a stored row (its payload is the published JSON).
-    pub fn from_row(row: &EventRow) -> Self {
+    pub fn from_row(row: &EventRecord) -> Self {
         Self {
             seq: row.seq,
             event_type: row.event_type.clone(),

@@ -111,11 +111,18 @@ pub struct ToolCall {
     name: String,
     #[schema(value_type = Option<Object>)]
     arguments: Option<Value>,
-    success: bool,
+    /// Null while the call runs or when its outcome is unknown.
+    success: Option<bool>,
     #[schema(value_type = Option<Object>)]
     result: Option<Value>,
     error: Option<String>,
-    duration_ms: i64,
+    duration_ms: Option<i64>,
+    /// started, succeeded, failed, unknown, awaiting_approval or rejected.
+    state: Option<String>,
+    /// read_only, idempotent or side_effect.
+    effect: Option<String>,
+    /// `<task_id>:<tool_call_id>` for tools that are not read-only.
+    idempotency_key: Option<String>,
 }
 
 /// One LLM attempt of a recursion (`store::trace::LlmCallRecord`).
@@ -211,10 +218,13 @@ mod tests {
             tool_call_id: "call_1".into(),
             name: "calculate".into(),
             arguments: Some(json!({})),
-            success: true,
+            success: Some(true),
             result: None,
             error: None,
-            duration_ms: 1,
+            duration_ms: Some(1),
+            state: Some("succeeded".into()),
+            effect: Some("read_only".into()),
+            idempotency_key: None,
         };
         assert_eq!(schema_fields("ToolCall"), json_fields(&tool_call));
         let llm_call = trace::LlmCallRecord {

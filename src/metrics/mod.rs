@@ -15,12 +15,12 @@ use std::collections::HashSet;
 use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::contract::events::{
+    ContextCompacted, Event, EventData, RecursionCompleted, ToolCompleted,
+};
+use crate::core::types::Usage;
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use serde_json::Value;
-
-use crate::core::types::Usage;
-use crate::worker::events::Event;
 use names::*;
 
 static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
@@ -84,71 +84,60 @@ fn tool_label(name: &str) -> String {
 
 /// Records one committed progress event (called for every event, once).
 pub fn observe_event(event: &Event) {
-    counter!(EVENTS, "type" => event.event_type).increment(1);
-    let data = &event.data;
-    match event.event_type {
-        "task.started" => counter!(TASKS_STARTED).increment(1),
-        "task.resumed" => counter!(TASKS_RESUMED).increment(1),
-        "task.completed" => task_ended("completed", "none", data),
-        "task.cancelled" => task_ended("cancelled", "none", data),
-        "task.failed" => {
-            let reason = bounded(text(data, "reason"), &FAIL_REASONS);
+    counter!(EVENTS, "type" => event.event_type().as_str()).increment(1);
+    match &event.body {
+        EventData::TaskStarted(_) => counter!(TASKS_STARTED).increment(1),
+        EventData::TaskResumed(_) => counter!(TASKS_RESUMED).increment(1),
+        EventData::TaskCompleted(done) => task_ended("completed", "none", done.iterations),
+        EventData::TaskCancelled(done) => task_ended("cancelled", "none", done.iterations),
+        EventData::TaskFailed(failed) => {
+            let reason = bounded(failed.reason.as_str(), &FAIL_REASONS);
             let status = if reason == "rejected" {
                 "rejected"
             } else {
                 "failed"
             };
-            task_ended(status, reason, data);
+            task_ended(status, reason, failed.iterations);
         }
-        "recursion.completed" => recursion_completed(data),
-        "llm.retry" => counter!(LLM_RETRIES).increment(1),
-        "tool.completed" => tool_completed(data),
-        "context.compacted" => compacted(data),
+        EventData::RecursionCompleted(recursion) => recursion_completed(recursion),
+        EventData::LlmRetry(_) => counter!(LLM_RETRIES).increment(1),
+        EventData::ToolCompleted(tool) => tool_completed(tool),
+        EventData::ContextCompacted(compaction) => compacted(compaction),
         _ => {}
     }
 }
 
-fn task_ended(status: &'static str, reason: &'static str, data: &Value) {
+fn task_ended(status: &'static str, reason: &'static str, iterations: u32) {
     counter!(TASKS_ENDED, "status" => status, "reason" => reason).increment(1);
-    if status != "rejected"
-        && let Some(iterations) = data.get("iterations").and_then(Value::as_f64)
-    {
-        histogram!(TASK_ITERATIONS).record(iterations);
+    if status != "rejected" {
+        histogram!(TASK_ITERATIONS).record(f64::from(iterations));
     }
 }
 
-fn recursion_completed(data: &Value) {
-    let action = match data.get("action_type").and_then(Value::as_str) {
+fn recursion_completed(recursion: &RecursionCompleted) {
+    let action = match recursion.action_type.as_deref() {
         None => "none",
         Some(action) => bounded(action, &ACTION_TYPES),
     };
-    let status = bounded(text(data, "status"), &["done", "error"]);
+    let status = recursion.status.as_str();
     counter!(RECURSIONS, "action_type" => action, "status" => status).increment(1);
-    if let Some(ms) = data.get("duration_ms").and_then(Value::as_f64) {
-        histogram!(RECURSION_DURATION).record(ms.max(0.0) / 1000.0);
-    }
+    histogram!(RECURSION_DURATION).record(recursion.duration_ms.max(0) as f64 / 1000.0);
 }
 
-fn tool_completed(data: &Value) {
-    let tool = tool_label(text(data, "name"));
-    let success = if data.get("success") == Some(&Value::Bool(true)) {
-        "true"
-    } else {
-        "false"
-    };
-    counter!(TOOL_CALLS, "tool" => tool.clone(), "success" => success).increment(1);
-    if let Some(ms) = data.get("duration_ms").and_then(Value::as_f64) {
-        histogram!(TOOL_CALL_DURATION, "tool" => tool).record(ms.max(0.0) / 1000.0);
-    }
+fn tool_completed(tool: &ToolCompleted) {
+    let name = tool_label(&tool.name);
+    let success = if tool.success { "true" } else { "false" };
+    counter!(TOOL_CALLS, "tool" => name.clone(), "success" => success).increment(1);
+    histogram!(TOOL_CALL_DURATION, "tool" => name).record(tool.duration_ms as f64 / 1000.0);
 }
 
-fn compacted(data: &Value) {
+fn compacted(compaction: &ContextCompacted) {
     counter!(COMPACTIONS).increment(1);
-    let before = data.get("before_tokens").and_then(Value::as_f64);
-    let after = data.get("after_tokens").and_then(Value::as_f64);
-    if let (Some(before), Some(after)) = (before, after)
-        && before > 0.0
-    {
+    let (before, after) = (
+        f64::from(compaction.before_tokens),
+        f64::from(compaction.after_tokens),
+    );
+    if before > 0.0 {
         histogram!(COMPACTION_RATIO).record((after / before).clamp(0.0, 1.0));
         counter!(COMPACTION_TOKENS_SAVED).increment((before - after).max(0.0) as u64);
     }
@@ -231,10 +220,6 @@ pub fn observe_prune(tasks_removed: u64, took: Duration) {
     histogram!(PRUNE_DURATION).record(took.as_secs_f64());
 }
 
-fn text<'a>(data: &'a Value, key: &str) -> &'a str {
-    data.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
 /// `value` when it is one of `allowed`, else `other`.
 fn bounded(value: &str, allowed: &[&'static str]) -> &'static str {
     allowed
@@ -246,36 +231,51 @@ fn bounded(value: &str, allowed: &[&'static str]) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
     use uuid::Uuid;
 
     use super::*;
+    use crate::contract::events::TaskFailed;
+    use crate::core::machine::FailReason;
+    use crate::core::state::RecursionStatus;
 
-    fn event(event_type: &'static str, data: Value) -> Event {
+    fn event(body: EventData) -> Event {
         Event {
             event_id: Uuid::now_v7(),
             task_id: Uuid::nil(),
             agent_id: None,
             seq: 1,
-            event_type,
             trace_id: None,
             iteration: None,
             ts: chrono::Utc::now(),
-            data,
+            body,
         }
     }
 
     #[test]
     fn events_move_the_counters() {
         let handle = install().expect("the recorder installs");
-        let compacted = json!({"before_tokens": 1000, "after_tokens": 250, "folded_recursions": 3});
-        observe_event(&event("context.compacted", compacted));
-        observe_event(&event(
-            "task.failed",
-            json!({"reason": "max_iteration", "iterations": 30}),
-        ));
-        let recursion = json!({"action_type": "MAKE_COFFEE", "status": "done", "duration_ms": 5});
-        observe_event(&event("recursion.completed", recursion));
+        observe_event(&event(EventData::ContextCompacted(ContextCompacted {
+            before_tokens: 1000,
+            after_tokens: 250,
+            folded_recursions: 3,
+        })));
+        observe_event(&event(EventData::TaskFailed(TaskFailed {
+            reason: FailReason::MaxIteration,
+            error: "e".into(),
+            iterations: 30,
+            partial: None,
+        })));
+        observe_event(&event(EventData::RecursionCompleted(RecursionCompleted {
+            iteration: 1,
+            step_id: None,
+            action_type: Some("MAKE_COFFEE".into()),
+            observe: String::new(),
+            thought: String::new(),
+            abstract_: String::new(),
+            status: RecursionStatus::Done,
+            error_log: None,
+            duration_ms: 5,
+        })));
         let text = handle.render();
         for expected in [
             "agentd_compactions_total ",

@@ -53,7 +53,13 @@ pub const PRUNE_DURATION: &str = "agentd_prune_duration_seconds";
 /// The action types of seed 002 (anything else is labelled `other`, none is `none`).
 pub const ACTION_TYPES: [&str; 4] = ["CALL_TOOL", "RE_PLAN", "REFLECT", "ANSWER"];
 /// The `task.failed` reasons of CONTRACT §3.
-pub const FAIL_REASONS: [&str; 4] = ["max_iteration", "llm_error", "rejected", "internal"];
+pub const FAIL_REASONS: [&str; 5] = [
+    "max_iteration",
+    "llm_error",
+    "rejected",
+    "internal",
+    "delivery_limit",
+];
 
 /// Registers help texts and units with the recorder.
 pub(super) fn describe() {

@@ -1,13 +1,16 @@
 //! The `events` table: every progress event of a task, in seq order, so a late subscriber
-//! can replay what it missed.
+//! can replay what it missed, and so that what was stored and never confirmed by the broker
+//! can be published again (the outbox).
 
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use super::step::EventRow;
+
 /// One stored event.
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct EventRow {
+pub struct EventRecord {
     pub task_id: Uuid,
     pub seq: i64,
     pub event_id: Uuid,
@@ -16,43 +19,82 @@ pub struct EventRow {
     pub payload: Value,
 }
 
-/// Inserts a task's events in one statement; `payloads` are JSON texts.
-pub async fn insert_many(
+/// A stored event as JSON text, ready to be published again.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StoredEvent {
+    pub task_id: Uuid,
+    pub seq: i64,
+    pub event_id: Uuid,
+    #[sqlx(rename = "type")]
+    pub event_type: String,
+    pub payload: String,
+}
+
+/// Appends events of a task that no worker holds (a rejection, a cancel before start, a
+/// task ended by the delivery limit), in the caller's transaction: the rows, the task's
+/// `event_seq`, and its outbox flag until they are confirmed.
+pub async fn append(
     conn: &mut PgConnection,
     task_id: Uuid,
-    seqs: &[i64],
-    event_ids: &[Uuid],
-    types: &[&str],
-    payloads: &[&str],
+    events: &[EventRow<'_>],
 ) -> sqlx::Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
     sqlx::query(
-        "INSERT INTO events (task_id, seq, event_id, type, payload) \
-         SELECT $1, seq, event_id, type, payload::jsonb \
-         FROM UNNEST($2::bigint[], $3::uuid[], $4::text[], $5::text[]) \
-              AS batch (seq, event_id, type, payload)",
+        "WITH stored AS ( \
+             INSERT INTO events (task_id, seq, event_id, type, payload) \
+             SELECT $1, seq, event_id, type, payload::jsonb \
+             FROM UNNEST($2::bigint[], $3::uuid[], $4::text[], $5::text[]) \
+                  AS batch (seq, event_id, type, payload) \
+             RETURNING seq \
+         ) \
+         UPDATE tasks SET event_seq = GREATEST(event_seq, (SELECT max(seq) FROM stored)), \
+                          outbox_pending = true, updated_at = now() \
+         WHERE task_id = $1",
     )
     .bind(task_id)
-    .bind(seqs)
-    .bind(event_ids)
-    .bind(types)
-    .bind(payloads)
+    .bind(events.iter().map(|e| e.seq).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.event_id).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.event_type).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.json).collect::<Vec<_>>())
     .execute(conn)
     .await?;
     Ok(())
 }
 
 /// The highest seq stored for a task (0 when it has none).
-pub async fn last_seq(pool: &PgPool, task_id: Uuid) -> sqlx::Result<i64> {
+pub async fn last_seq(conn: &mut PgConnection, task_id: Uuid) -> sqlx::Result<i64> {
     let seq: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM events WHERE task_id = $1")
         .bind(task_id)
-        .fetch_one(pool)
+        .fetch_one(conn)
         .await?;
     Ok(seq.unwrap_or(0))
 }
 
+/// A task's stored events with seq greater than `after`, in order, as JSON text.
+pub async fn stored_after(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    after: i64,
+) -> sqlx::Result<Vec<StoredEvent>> {
+    sqlx::query_as::<_, StoredEvent>(
+        "SELECT task_id, seq, event_id, type, payload::text AS payload FROM events \
+         WHERE task_id = $1 AND seq > $2 ORDER BY seq",
+    )
+    .bind(task_id)
+    .bind(after)
+    .fetch_all(conn)
+    .await
+}
+
 /// A task's events with seq greater than `after`, in order.
-pub async fn list_after(pool: &PgPool, task_id: Uuid, after: i64) -> sqlx::Result<Vec<EventRow>> {
-    sqlx::query_as::<_, EventRow>(
+pub async fn list_after(
+    pool: &PgPool,
+    task_id: Uuid,
+    after: i64,
+) -> sqlx::Result<Vec<EventRecord>> {
+    sqlx::query_as::<_, EventRecord>(
         "SELECT task_id, seq, event_id, type, payload FROM events \
          WHERE task_id = $1 AND seq > $2 ORDER BY seq",
     )

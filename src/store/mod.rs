@@ -3,7 +3,10 @@
 
 pub mod agents;
 pub mod events;
+pub mod ledger;
+pub mod outbox;
 pub mod prune;
+pub mod reconcile;
 pub mod step;
 pub mod tasks;
 pub mod trace;

@@ -1,9 +1,9 @@
 //! A step's write as one SQL statement: the finished recursions with their tool calls, the
-//! LLM attempts, the task's progress (or its end) and the step's events, fenced by the
-//! lease. One statement is one implicit transaction and one round trip, where the same
-//! rows written one `INSERT` at a time cost seven round trips and their context switches.
-//! The inserts read the `UPDATE tasks` of the same statement, so nothing is written when
-//! the lease is no longer this worker's.
+//! tool calls about to start (the ledger), the LLM attempts, the task's progress (or its
+//! end) and the step's events, fenced by the lease. One statement is one implicit
+//! transaction and one round trip, where the same rows written one `INSERT` at a time cost
+//! seven round trips and their context switches. The inserts read the `UPDATE tasks` of
+//! the same statement, so nothing is written when the lease is no longer this worker's.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -24,7 +24,8 @@ pub enum Progress {
         plan: String,
         checkpoint: String,
     },
-    /// The task ended: its terminal fields; the checkpoint and the lease are cleared.
+    /// The task ended: its terminal fields; the checkpoint and the lease are cleared and
+    /// the outbox flag is set until its last events are confirmed.
     Finish(Finish),
 }
 
@@ -48,6 +49,29 @@ pub struct EventRow<'a> {
     pub json: &'a str,
 }
 
+/// The ledger fields of a finished tool call, in the order of the records' calls.
+#[derive(Debug, Clone)]
+pub struct ToolMeta {
+    /// succeeded, failed or unknown.
+    pub state: &'static str,
+    pub effect: &'static str,
+    pub idempotency_key: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+}
+
+/// A tool call recorded `started` before it runs (a tool with effects).
+#[derive(Debug, Clone)]
+pub struct StartedCall {
+    pub trace_id: Uuid,
+    pub tool_call_id: String,
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
+    pub effect: &'static str,
+    pub idempotency_key: Option<String>,
+}
+
 /// Everything one step writes.
 #[derive(Debug, Clone)]
 pub struct StepWrite {
@@ -55,13 +79,20 @@ pub struct StepWrite {
     pub owner: Uuid,
     pub progress: Progress,
     pub records: Vec<RecursionRecord>,
+    /// One per tool call of `records`, in the same order (flattened).
+    pub tool_meta: Vec<ToolMeta>,
+    /// Tool calls about to run, recorded `started`.
+    pub started: Vec<StartedCall>,
     pub llm_rows: Vec<LlmCallRow>,
     /// Tool results and errors longer than this are stored cut (visible marker).
     pub max_result_chars: usize,
+    /// Every event up to this seq is confirmed by the broker.
+    pub confirmed_seq: i64,
 }
 
 /// The statement. `$1` task, `$2` owner, `$3` progress kind (touch, checkpoint, finish),
-/// `$4..$10` the task's columns, then one array per column of each inserted table.
+/// `$4..$10` the task's columns, then one array per column of each inserted table, then
+/// `$43` the confirmed seq, `$44..$49` the started calls.
 const WRITE_STEP: &str = "\
 WITH task AS (
     UPDATE tasks SET
@@ -76,7 +107,10 @@ WITH task AS (
         fail_reason = CASE WHEN $3 = 'finish' THEN $10 ELSE fail_reason END,
         finished_at = CASE WHEN $3 = 'finish' THEN now() ELSE finished_at END,
         lease_owner = CASE WHEN $3 = 'finish' THEN NULL ELSE lease_owner END,
-        lease_until = CASE WHEN $3 = 'finish' THEN NULL ELSE lease_until END
+        lease_until = CASE WHEN $3 = 'finish' THEN NULL ELSE lease_until END,
+        event_seq = GREATEST(event_seq, COALESCE((SELECT max(s) FROM UNNEST($39::bigint[]) s), 0)),
+        confirmed_seq = GREATEST(confirmed_seq, $43),
+        outbox_pending = CASE WHEN $3 = 'finish' THEN true ELSE outbox_pending END
     WHERE task_id = $1 AND lease_owner = $2 AND status = 'running'
     RETURNING task_id
 ),
@@ -93,16 +127,35 @@ recursion_rows AS (
          AS r (trace_id, iteration, step_id, action_type, observe, thought, abstract,
                output, status, error_log, started_at, finished_at)
 ),
+started_rows AS (
+    INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, state, effect,
+                            idempotency_key, started_at)
+    SELECT task.task_id, s.trace_id, s.tool_call_id, s.name, s.arguments::jsonb, 'started',
+           s.effect, s.idempotency_key, now()
+    FROM task, UNNEST($44::uuid[], $45::text[], $46::text[], $47::text[], $48::text[],
+                      $49::text[]) WITH ORDINALITY
+         AS s (trace_id, tool_call_id, name, arguments, effect, idempotency_key, ord)
+    ORDER BY s.ord
+    ON CONFLICT (trace_id, tool_call_id) DO NOTHING
+),
 tool_call_rows AS (
     INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, success, result,
-                            error, duration_ms)
+                            error, duration_ms, state, effect, idempotency_key, started_at,
+                            finished_at)
     SELECT task.task_id, c.trace_id, c.tool_call_id, c.name, c.arguments::jsonb, c.success,
-           c.result::jsonb, c.error, c.duration_ms
+           c.result::jsonb, c.error, c.duration_ms,
+           COALESCE(c.state, CASE WHEN c.success THEN 'succeeded' ELSE 'failed' END),
+           c.effect, c.idempotency_key, c.started_at, COALESCE(c.finished_at, now())
     FROM task, UNNEST($23::uuid[], $24::text[], $25::text[], $26::text[], $27::bool[],
-                      $28::text[], $29::text[], $30::bigint[]) WITH ORDINALITY
+                      $28::text[], $29::text[], $30::bigint[], $50::text[], $51::text[],
+                      $52::text[], $53::timestamptz[], $54::timestamptz[]) WITH ORDINALITY
          AS c (trace_id, tool_call_id, name, arguments, success, result, error, duration_ms,
-               ord)
+               state, effect, idempotency_key, started_at, finished_at, ord)
     ORDER BY c.ord
+    ON CONFLICT (trace_id, tool_call_id) DO UPDATE SET
+        success = EXCLUDED.success, result = EXCLUDED.result, error = EXCLUDED.error,
+        duration_ms = EXCLUDED.duration_ms, state = EXCLUDED.state,
+        finished_at = EXCLUDED.finished_at
 ),
 llm_call_rows AS (
     INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms,
@@ -129,6 +182,11 @@ fn int(value: u32) -> i32 {
 
 fn bigint(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// One array per field of `items`.
+fn column<'a, T, U>(items: &'a [T], field: impl Fn(&'a T) -> U) -> Vec<U> {
+    items.iter().map(field).collect()
 }
 
 /// Writes the step with its `events`. Returns false (and writes nothing) when `owner` no
@@ -161,6 +219,8 @@ pub async fn write(pool: &PgPool, step: &StepWrite, events: &[EventRow<'_>]) -> 
         .iter()
         .flat_map(|r| r.tool_call_results.iter().map(|c| (r.trace_id, c)))
         .collect();
+    let meta = &step.tool_meta;
+    let started = &step.started;
     let llm = &step.llm_rows;
     let count: i64 = sqlx::query_scalar(WRITE_STEP)
         .bind(step.task_id)
@@ -174,127 +234,81 @@ pub async fn write(pool: &PgPool, step: &StepWrite, events: &[EventRow<'_>]) -> 
         .bind(finish.and_then(|f| f.error.as_deref()))
         .bind(finish.and_then(|f| f.fail_reason))
         // recursions
-        .bind(records.iter().map(|r| r.trace_id).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| int(r.iteration)).collect::<Vec<_>>())
-        .bind(
-            records
-                .iter()
-                .map(|r| r.step_id.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.action_type.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.observe.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.thought.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.abstract_.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.output.to_string())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.status.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.error_log.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.started_at)
-                .collect::<Vec<DateTime<Utc>>>(),
-        )
-        .bind(
-            records
-                .iter()
-                .map(|r| r.finished_at)
-                .collect::<Vec<DateTime<Utc>>>(),
-        )
+        .bind(column(records, |r| r.trace_id))
+        .bind(column(records, |r| int(r.iteration)))
+        .bind(column(records, |r| r.step_id.as_deref()))
+        .bind(column(records, |r| r.action_type.as_deref()))
+        .bind(column(records, |r| r.observe.as_str()))
+        .bind(column(records, |r| r.thought.as_str()))
+        .bind(column(records, |r| r.abstract_.as_str()))
+        .bind(column(records, |r| r.output.to_string()))
+        .bind(column(records, |r| r.status.as_str()))
+        .bind(column(records, |r| r.error_log.as_deref()))
+        .bind(column(records, |r| r.started_at))
+        .bind(column(records, |r| r.finished_at))
         // tool_calls
-        .bind(
-            calls
-                .iter()
-                .map(|(trace_id, _)| *trace_id)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            calls
-                .iter()
-                .map(|(_, c)| c.tool_call_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            calls
-                .iter()
-                .map(|(_, c)| c.name.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            calls
-                .iter()
-                .map(|(_, c)| trim_json(&c.arguments, max).to_string())
-                .collect::<Vec<_>>(),
-        )
-        .bind(calls.iter().map(|(_, c)| c.success).collect::<Vec<_>>())
-        .bind(
-            calls
-                .iter()
-                .map(|(_, c)| c.result.as_ref().map(|v| trim_json(v, max).to_string()))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            calls
-                .iter()
-                .map(|(_, c)| c.error.as_deref().map(|e| trim_text(e, max)))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            calls
-                .iter()
-                .map(|(_, c)| bigint(c.duration_ms))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(&calls, |(trace_id, _)| *trace_id))
+        .bind(column(&calls, |(_, c)| c.tool_call_id.as_str()))
+        .bind(column(&calls, |(_, c)| c.name.as_str()))
+        .bind(column(&calls, |(_, c)| {
+            trim_json(&c.arguments, max).to_string()
+        }))
+        .bind(column(&calls, |(_, c)| c.success))
+        .bind(column(&calls, |(_, c)| {
+            c.result.as_ref().map(|v| trim_json(v, max).to_string())
+        }))
+        .bind(column(&calls, |(_, c)| {
+            c.error.as_deref().map(|e| trim_text(e, max))
+        }))
+        .bind(column(&calls, |(_, c)| bigint(c.duration_ms)))
         // llm_calls
-        .bind(llm.iter().map(|l| l.trace_id).collect::<Vec<_>>())
-        .bind(llm.iter().map(|l| int(l.iteration)).collect::<Vec<_>>())
-        .bind(llm.iter().map(|l| int(l.attempt)).collect::<Vec<_>>())
-        .bind(llm.iter().map(|l| l.status.as_str()).collect::<Vec<_>>())
-        .bind(llm.iter().map(|l| bigint(l.latency_ms)).collect::<Vec<_>>())
-        .bind(llm.iter().map(|l| l.prompt_tokens).collect::<Vec<_>>())
-        .bind(llm.iter().map(|l| l.completion_tokens).collect::<Vec<_>>())
-        .bind(llm.iter().map(|l| l.error.as_deref()).collect::<Vec<_>>())
+        .bind(column(llm, |l| l.trace_id))
+        .bind(column(llm, |l| int(l.iteration)))
+        .bind(column(llm, |l| int(l.attempt)))
+        .bind(column(llm, |l| l.status.as_str()))
+        .bind(column(llm, |l| bigint(l.latency_ms)))
+        .bind(column(llm, |l| l.prompt_tokens))
+        .bind(column(llm, |l| l.completion_tokens))
+        .bind(column(llm, |l| l.error.as_deref()))
         // events
-        .bind(events.iter().map(|e| e.seq).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.event_id).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.event_type).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.json).collect::<Vec<_>>())
+        .bind(column(events, |e| e.seq))
+        .bind(column(events, |e| e.event_id))
+        .bind(column(events, |e| e.event_type))
+        .bind(column(events, |e| e.json))
+        .bind(step.confirmed_seq)
+        // started tool calls
+        .bind(column(started, |s| s.trace_id))
+        .bind(column(started, |s| s.tool_call_id.as_str()))
+        .bind(column(started, |s| s.name.as_str()))
+        .bind(column(started, |s| s.arguments.as_str()))
+        .bind(column(started, |s| s.effect))
+        .bind(column(started, |s| s.idempotency_key.as_deref()))
+        // ledger fields of the finished tool calls
+        .bind(tool_meta_column(meta, calls.len(), |m| m.state))
+        .bind(tool_meta_column(meta, calls.len(), |m| m.effect))
+        .bind(column(&padded(meta, calls.len()), |m| {
+            m.and_then(|m| m.idempotency_key.as_deref())
+        }))
+        .bind(column(&padded(meta, calls.len()), |m| {
+            m.map(|m| m.started_at)
+        }))
+        .bind(column(&padded(meta, calls.len()), |m| {
+            m.map(|m| m.finished_at)
+        }))
         .fetch_one(pool)
         .await?;
     Ok(count == 1)
+}
+
+/// `meta` padded with `None` to `len` entries (a record written without ledger fields).
+fn padded(meta: &[ToolMeta], len: usize) -> Vec<Option<&ToolMeta>> {
+    (0..len).map(|i| meta.get(i)).collect()
+}
+
+fn tool_meta_column(
+    meta: &[ToolMeta],
+    len: usize,
+    field: impl Fn(&ToolMeta) -> &'static str,
+) -> Vec<Option<&'static str>> {
+    (0..len).map(|i| meta.get(i).map(&field)).collect()
 }

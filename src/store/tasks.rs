@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::agents::{AGENT_COLUMNS, Agent};
@@ -122,7 +122,7 @@ pub async fn take_new(
 /// producer such as the gateway recorded it before the worker read the message). Returns
 /// whether this call ended it; a task that started or ended is left alone.
 pub async fn insert_rejected(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     task: &NewTask<'_>,
     reason: &str,
 ) -> sqlx::Result<bool> {
@@ -142,7 +142,7 @@ pub async fn insert_rejected(
     .bind(sqlx::types::Json(task.constraints))
     .bind(task.stream)
     .bind(reason)
-    .execute(pool)
+    .execute(conn)
     .await?;
     Ok(result.rows_affected() == 1)
 }
@@ -153,14 +153,24 @@ pub enum Claim {
     /// The task was pending: it is now ours, starting from its first recursion.
     Fresh,
     /// The task was running under an expired or released lease (its worker died or let it
-    /// go): it is now ours, resuming from this checkpoint (None: no recursion committed).
-    Resume(Option<Value>),
+    /// go): it is now ours, resuming from this point.
+    Resume(ResumePoint),
     /// Another live worker holds the task.
     Busy,
     /// The task already ended with this status.
     Ended(String),
     /// No row: the task was never recorded.
     Missing,
+}
+
+/// Where a claimed task resumes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResumePoint {
+    /// The machine after its last committed step (None: no recursion committed).
+    pub checkpoint: Option<Value>,
+    /// Every event up to this seq is known to be confirmed by the broker; later ones are
+    /// published again before anything newer.
+    pub confirmed_seq: i64,
 }
 
 /// Takes the task for `owner` for `lease_secs` seconds if nobody else holds it.
@@ -171,20 +181,23 @@ pub async fn claim(
     lease_secs: f64,
 ) -> sqlx::Result<Claim> {
     let mut tx = pool.begin().await?;
-    let row: Option<(String, bool, Option<Value>)> = sqlx::query_as(
-        "SELECT status, COALESCE(lease_until < now(), true), checkpoint \
+    let row: Option<(String, bool, Option<Value>, i64)> = sqlx::query_as(
+        "SELECT status, COALESCE(lease_until < now(), true), checkpoint, confirmed_seq \
          FROM tasks WHERE task_id = $1 FOR UPDATE",
     )
     .bind(task_id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((current, expired, checkpoint)) = row else {
+    let Some((current, expired, checkpoint, confirmed_seq)) = row else {
         return Ok(Claim::Missing);
     };
     let claim = match current.as_str() {
         status::PENDING => Claim::Fresh,
         // Our own live lease means this process runs it already: busy, like any holder.
-        status::RUNNING if expired => Claim::Resume(checkpoint),
+        status::RUNNING if expired => Claim::Resume(ResumePoint {
+            checkpoint,
+            confirmed_seq,
+        }),
         status::RUNNING => return Ok(Claim::Busy),
         _ => return Ok(Claim::Ended(current)),
     };
@@ -223,14 +236,21 @@ pub async fn renew_lease(
 }
 
 /// Gives the lease up (shutdown): the task stays `running` and whoever receives its
-/// redelivered message resumes it at once.
-pub async fn release_lease(pool: &PgPool, task_id: Uuid, owner: Uuid) -> sqlx::Result<()> {
+/// redelivered message resumes it at once. `confirmed_seq`: the events known confirmed.
+pub async fn release_lease(
+    pool: &PgPool,
+    task_id: Uuid,
+    owner: Uuid,
+    confirmed_seq: i64,
+) -> sqlx::Result<()> {
     sqlx::query(
-        "UPDATE tasks SET lease_owner = NULL, lease_until = NULL \
+        "UPDATE tasks SET lease_owner = NULL, lease_until = NULL, \
+                confirmed_seq = GREATEST(confirmed_seq, $3) \
          WHERE task_id = $1 AND lease_owner = $2",
     )
     .bind(task_id)
     .bind(owner)
+    .bind(confirmed_seq)
     .execute(pool)
     .await?;
     Ok(())
@@ -298,7 +318,10 @@ pub async fn list_for_agent(
 /// Ends a task that no worker has taken yet: a `pending` row, or no row at all (its message
 /// still waits in the queue; a `cancelled` row makes the worker acknowledge it unrun).
 /// Returns `Some(agent_id)` when this call ended it, `None` when it had started or ended.
-pub async fn cancel_unstarted(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<Option<Uuid>>> {
+pub async fn cancel_unstarted(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+) -> sqlx::Result<Option<Option<Uuid>>> {
     let row: Option<(Option<Uuid>,)> = sqlx::query_as(
         "INSERT INTO tasks (task_id, status, finished_at) VALUES ($1, 'cancelled', now()) \
          ON CONFLICT (task_id) DO UPDATE \
@@ -307,7 +330,57 @@ pub async fn cancel_unstarted(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Opti
          RETURNING agent_id",
     )
     .bind(task_id)
-    .fetch_optional(pool)
+    .fetch_optional(conn)
     .await?;
     Ok(row.map(|(agent_id,)| agent_id))
+}
+
+/// A task ended by someone other than its runner (the delivery limit): what its terminal
+/// event needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndedUnheld {
+    pub agent_id: Option<Uuid>,
+    pub iterations: i32,
+}
+
+/// Ends a `pending` or `running` task with `status`, `fail_reason` and `error` unless a
+/// live worker other than `dead_owner` holds its lease. Returns what its terminal event
+/// needs when this call ended it.
+pub async fn end_unheld(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    dead_owner: Option<Uuid>,
+    fail_reason: &str,
+    error: &str,
+) -> sqlx::Result<Option<EndedUnheld>> {
+    let row: Option<(Option<Uuid>, i32)> = sqlx::query_as(
+        "UPDATE tasks SET status = 'failed', fail_reason = $3, error = $4, \
+                finished_at = now(), updated_at = now(), checkpoint = NULL, \
+                lease_owner = NULL, lease_until = NULL \
+         WHERE task_id = $1 AND status IN ('pending', 'running') \
+           AND (lease_owner IS NULL OR lease_until < now() OR lease_owner = $2) \
+         RETURNING agent_id, iterations",
+    )
+    .bind(task_id)
+    .bind(dead_owner)
+    .bind(fail_reason)
+    .bind(error)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|(agent_id, iterations)| EndedUnheld {
+        agent_id,
+        iterations,
+    }))
+}
+
+/// The lease holder of a running task (`None` when nobody holds it or it is not running).
+pub async fn holder(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<Uuid>> {
+    let owner: Option<Option<Uuid>> = sqlx::query_scalar(
+        "SELECT lease_owner FROM tasks WHERE task_id = $1 AND status = 'running' \
+           AND lease_until > now()",
+    )
+    .bind(task_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(owner.flatten())
 }

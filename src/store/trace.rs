@@ -46,10 +46,16 @@ pub struct ToolCallRow {
     pub tool_call_id: String,
     pub name: String,
     pub arguments: Option<Value>,
-    pub success: bool,
+    /// Null while the call runs (or when its outcome is not known).
+    pub success: Option<bool>,
     pub result: Option<Value>,
     pub error: Option<String>,
-    pub duration_ms: i64,
+    pub duration_ms: Option<i64>,
+    /// started, succeeded, failed, unknown, ...
+    pub state: Option<String>,
+    /// read_only, idempotent or side_effect.
+    pub effect: Option<String>,
+    pub idempotency_key: Option<String>,
 }
 
 /// A stored LLM attempt, for `agentd trace`.
@@ -79,7 +85,8 @@ pub async fn recursions(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<Recurs
 /// A task's tool calls in the order they were recorded.
 pub async fn tool_calls(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<ToolCallRow>> {
     sqlx::query_as::<_, ToolCallRow>(
-        "SELECT trace_id, tool_call_id, name, arguments, success, result, error, duration_ms \
+        "SELECT trace_id, tool_call_id, name, arguments, success, result, error, duration_ms, \
+                state, effect, idempotency_key \
          FROM tool_calls WHERE task_id = $1 ORDER BY id",
     )
     .bind(task_id)

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -14,9 +13,12 @@ use super::events::EventLog;
 use super::intake::{Rejection, TaskSpec, parse_task};
 use super::interrupt::Stops;
 use super::running::RunningTasks;
-use super::task_run::{RunEnd, TaskRun};
-use crate::core::machine::{FailReason, Machine, TaskInfo};
-use crate::store::{self, agents::Agent, tasks::Claim, tasks::NewTask};
+use super::task_run::{RunEnd, Taken, TaskRun};
+use super::{outbox, unheld};
+use crate::contract::events::{EventData, ResumeReason, TaskResumed, TaskStarted};
+use crate::core::machine::{Machine, TaskInfo};
+use crate::store::tasks::{Claim, NewTask, ResumePoint};
+use crate::store::{self, agents::Agent};
 
 /// What to do with a delivery once it has been handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +77,7 @@ pub async fn handle(
         if !store::transient::is_transient(&err) || shutdown.is_cancelled() {
             return Handled::Failed(format!("{err:#}"));
         }
-        let _ = store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id).await;
+        let _ = store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await;
         let delay = delays.next().unwrap_or_default();
         tokio::select! {
             () = shutdown.cancelled() => return Handled::Released,
@@ -109,7 +111,7 @@ async fn run(
         true => Some(fresh(task_info(deps, spec, &agent).await?, spec, &agent)),
         false => take(deps, spec, &agent, shutdown).await?,
     };
-    let (machine, log) = match taken {
+    let taken = match taken {
         Some(taken) => taken,
         None if shutdown.is_cancelled() => return Ok(Handled::Released),
         None => return Ok(Handled::Duplicate),
@@ -117,22 +119,16 @@ async fn run(
     let stops = Stops::default();
     running.insert(spec.task_id, stops.clone());
     let heartbeat = spawn_heartbeat(deps, spec.task_id, stops.release.clone());
-    let mut task_run = TaskRun::new(
-        deps,
-        machine,
-        log,
-        agent.model,
-        agent.tools,
-        spec.stream,
-        stops,
-    );
+    let mut task_run = TaskRun::new(deps, taken, agent, spec.stream, stops);
     let end = task_run.drive().await;
     heartbeat.cancel();
     running.remove(spec.task_id);
     match end? {
         RunEnd::Finished(_) => Ok(Handled::Finished),
         RunEnd::Released => {
-            store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id).await?;
+            let confirmed = task_run.confirmed.get();
+            store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, confirmed)
+                .await?;
             Ok(Handled::Released)
         }
     }
@@ -146,7 +142,7 @@ async fn take(
     spec: &TaskSpec,
     agent: &Agent,
     shutdown: &CancellationToken,
-) -> anyhow::Result<Option<(Machine, EventLog)>> {
+) -> anyhow::Result<Option<Taken>> {
     let poll = Duration::from_secs_f64((deps.lease_secs / 4.0).clamp(0.05, 5.0));
     loop {
         let claim =
@@ -159,11 +155,18 @@ async fn take(
                     agent,
                 )));
             }
-            Claim::Resume(checkpoint) => {
-                return resume(deps, spec, agent, checkpoint).await.map(Some);
+            Claim::Resume(point) => {
+                return resume(deps, spec, agent, point).await.map(Some);
             }
-            Claim::Ended(_) | Claim::Missing => {
+            Claim::Ended(_) => {
                 tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
+                // Its runner may have died before its last events were confirmed.
+                let (publisher, exchange) = (&deps.publisher, &deps.names.events_exchange);
+                outbox::flush_ended(&deps.pool, publisher, exchange, spec.task_id).await?;
+                return Ok(None);
+            }
+            Claim::Missing => {
+                tracing::info!(task_id = %spec.task_id, "task row gone; message acknowledged");
                 return Ok(None);
             }
             Claim::Busy => {
@@ -224,43 +227,58 @@ async fn task_info(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> sqlx::R
     })
 }
 
-fn fresh(info: TaskInfo, spec: &TaskSpec, agent: &Agent) -> (Machine, EventLog) {
+fn fresh(info: TaskInfo, spec: &TaskSpec, agent: &Agent) -> Taken {
     let machine = Machine::new(info);
     let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), 0);
-    log.push(
-        "task.started",
-        None,
-        None,
-        json!({"input": spec.input, "max_iteration": agent.max_iteration, "model": agent.model,
-               "agent_name": agent.name, "conversation_id": spec.conversation_id}),
-    );
-    (machine, log)
+    let started = TaskStarted {
+        input: spec.input.clone(),
+        max_iteration: agent.max_iteration,
+        model: agent.model.clone(),
+        agent_name: agent.name.clone(),
+        conversation_id: spec.conversation_id,
+    };
+    log.push(None, None, EventData::TaskStarted(started));
+    Taken {
+        machine,
+        log,
+        confirmed_seq: 0,
+    }
 }
 
+/// Takes a task over from its checkpoint; its stored events that nobody confirmed go out
+/// first, before `task.resumed`.
 async fn resume(
     deps: &WorkerDeps,
     spec: &TaskSpec,
     agent: &Agent,
-    checkpoint: Option<serde_json::Value>,
-) -> anyhow::Result<(Machine, EventLog)> {
-    let last_seq = store::events::last_seq(&deps.pool, spec.task_id).await?;
+    point: ResumePoint,
+) -> anyhow::Result<Taken> {
+    let last_seq = store::events::last_seq(&mut *deps.pool.acquire().await?, spec.task_id).await?;
     if last_seq == 0 {
         return Ok(fresh(task_info(deps, spec, agent).await?, spec, agent));
     }
-    let machine = match checkpoint.map(serde_json::from_value::<Machine>) {
+    let machine = match point.checkpoint.map(serde_json::from_value::<Machine>) {
         Some(Ok(machine)) => machine,
         Some(Err(err)) => anyhow::bail!("unreadable checkpoint: {err}"),
         None => Machine::new(task_info(deps, spec, agent).await?),
     };
     tracing::info!(task_id = %spec.task_id, iteration = machine.iteration(), "resuming task");
     let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), last_seq);
+    log.restore(outbox::unconfirmed(&deps.pool, spec.task_id, point.confirmed_seq).await?);
+    let resumed = TaskResumed {
+        iteration: machine.iteration(),
+        reason: ResumeReason::Recovered,
+    };
     log.push(
-        "task.resumed",
         None,
         Some(machine.iteration()),
-        json!({"iteration": machine.iteration()}),
+        EventData::TaskResumed(resumed),
     );
-    Ok((machine, log))
+    Ok(Taken {
+        machine,
+        log,
+        confirmed_seq: point.confirmed_seq,
+    })
 }
 
 /// Renews the task's lease every third of its length; releases the task if it is lost.
@@ -296,44 +314,11 @@ fn spawn_heartbeat(
 /// Records a rejected message (when its task id is known) and ends it `rejected`.
 async fn reject(deps: &WorkerDeps, rejection: Rejection) -> Handled {
     tracing::warn!(task_id = ?rejection.task_id, reason = %rejection.reason, "task message rejected");
-    if let Some(task_id) = rejection.task_id
-        && let Err(err) = record_rejection(deps, task_id, &rejection).await
-    {
-        tracing::error!(%task_id, error = %format!("{err:#}"), "could not record the rejection");
+    if let Err(err) = unheld::reject(deps, &rejection).await {
+        tracing::error!(task_id = ?rejection.task_id, error = %format!("{err:#}"),
+            "could not record the rejection");
     }
     Handled::Rejected(rejection.reason)
-}
-
-async fn record_rejection(
-    deps: &WorkerDeps,
-    task_id: Uuid,
-    rejection: &Rejection,
-) -> anyhow::Result<()> {
-    let task = NewTask {
-        task_id,
-        agent_id: rejection.agent_id,
-        conversation_id: rejection.conversation_id,
-        input: rejection.input.as_deref(),
-        constraints: &[],
-        stream: false,
-    };
-    if !store::tasks::insert_rejected(&deps.pool, &task, &rejection.reason).await? {
-        return Ok(()); // the task started or ended already: this message is a bad duplicate
-    }
-    let last_seq = store::events::last_seq(&deps.pool, task_id).await?;
-    let mut log = EventLog::new(task_id, rejection.agent_id, last_seq);
-    log.push(
-        "task.failed",
-        None,
-        Some(0),
-        json!({"reason": FailReason::Rejected.as_str(), "error": rejection.reason, "iterations": 0}),
-    );
-    let mut tx = deps.pool.begin().await?;
-    log.store(&mut tx).await?;
-    tx.commit().await?;
-    log.publish(&deps.publisher, &deps.names.events_exchange)
-        .await;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::outbox::ConfirmedMarks;
 use crate::amqp::Publisher;
 use crate::config::AmqpSettings;
 use crate::core::limits::Limits;
@@ -39,4 +40,6 @@ pub struct WorkerDeps {
     pub recursion_timeout: Duration,
     /// The global request limits (an agent may override the context budget).
     pub limits: Limits,
+    /// Where finished tasks report their events confirmed (clears the outbox flag).
+    pub marks: ConfirmedMarks,
 }

@@ -1,35 +1,24 @@
-//! The per-task event log: builds the progress events of CONTRACT §3 with a gapless seq,
-//! hands them to the step that stores them in `events`, and publishes them (confirmed) to
-//! the events fanout exchange once that step has committed, oldest first; what a broker
-//! outage leaves unconfirmed goes out again, in order, before anything newer.
+//! The per-task event log: builds the progress events of CONTRACT §3 (typed, see
+//! [`crate::contract::events`]) with a gapless seq, hands them to the step that stores them
+//! in `events`, and publishes them (confirmed) to the events fanout exchange once that step
+//! has committed, oldest first; what a broker outage leaves unconfirmed goes out again, in
+//! order, before anything newer. Stored events nobody confirmed (their worker died) come
+//! back through [`Encoded::stored`] and go out the same way (the outbox, `outbox.rs`).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
-use serde_json::{Value, json};
-use sqlx::PgConnection;
+use chrono::Utc;
 use uuid::Uuid;
 
 use crate::amqp::Publisher;
 use crate::amqp::publisher::OutgoingEvent;
+use crate::contract::events::{
+    ContextCompacted, Event, EventData, PlanStepView, PlanUpdated, RecursionCompleted,
+    RecursionStarted, StepUpdated, TaskCancelled, TaskCompleted, TaskFailed,
+};
 use crate::core::machine::{DomainEvent, Outcome, RecursionRecord};
 use crate::{metrics, store};
-
-/// One progress event, exactly as published and stored.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Event {
-    pub event_id: Uuid,
-    pub task_id: Uuid,
-    pub agent_id: Option<Uuid>,
-    pub seq: i64,
-    #[serde(rename = "type")]
-    pub event_type: &'static str,
-    pub trace_id: Option<Uuid>,
-    pub iteration: Option<u32>,
-    pub ts: DateTime<Utc>,
-    pub data: Value,
-}
 
 /// Events produced by a task, waiting to be stored and published.
 #[derive(Debug)]
@@ -47,8 +36,50 @@ pub struct EventLog {
 /// An event with its JSON text, serialized once for both the table and the broker.
 #[derive(Debug)]
 pub struct Encoded {
-    event: Event,
-    json: String,
+    pub seq: i64,
+    pub event_id: Uuid,
+    pub task_id: Uuid,
+    pub event_type: Cow<'static, str>,
+    pub json: String,
+    /// The typed event, for events produced by this process (metrics count them once
+    /// their write commits); `None` for stored events read back to be published again.
+    event: Option<Event>,
+}
+
+impl Encoded {
+    /// A stored event read back from `events` (its payload is the published JSON).
+    pub fn stored(row: store::events::StoredEvent) -> Self {
+        Self {
+            seq: row.seq,
+            event_id: row.event_id,
+            task_id: row.task_id,
+            event_type: Cow::Owned(row.event_type),
+            json: row.payload,
+            event: None,
+        }
+    }
+
+    fn new(event: Event) -> Self {
+        let json = serde_json::to_string(&event).unwrap_or_default();
+        Self {
+            seq: event.seq,
+            event_id: event.event_id,
+            task_id: event.task_id,
+            event_type: Cow::Borrowed(event.event_type().as_str()),
+            json,
+            event: Some(event),
+        }
+    }
+
+    /// The row of this event.
+    pub fn row(&self) -> store::step::EventRow<'_> {
+        store::step::EventRow {
+            seq: self.seq,
+            event_id: self.event_id,
+            event_type: &self.event_type,
+            json: &self.json,
+        }
+    }
 }
 
 impl EventLog {
@@ -64,27 +95,24 @@ impl EventLog {
     }
 
     /// Appends an event with the next seq.
-    pub fn push(
-        &mut self,
-        event_type: &'static str,
-        trace_id: Option<Uuid>,
-        iteration: Option<u32>,
-        data: Value,
-    ) {
+    pub fn push(&mut self, trace_id: Option<Uuid>, iteration: Option<u32>, data: EventData) {
         self.last_seq += 1;
         let event = Event {
             event_id: Uuid::now_v7(),
             task_id: self.task_id,
             agent_id: self.agent_id,
             seq: self.last_seq,
-            event_type,
             trace_id,
             iteration,
             ts: Utc::now(),
-            data,
+            body: data,
         };
-        let json = serde_json::to_string(&event).unwrap_or_default();
-        self.pending.push(Encoded { event, json });
+        self.pending.push(Encoded::new(event));
+    }
+
+    /// The seq of the newest event produced so far (0 when none).
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq
     }
 
     /// Appends the events of the core's domain events.
@@ -95,20 +123,23 @@ impl EventLog {
                 iteration,
                 step_id,
             } => self.push(
-                "recursion.started",
                 Some(*trace_id),
                 Some(*iteration),
-                json!({"iteration": iteration, "step_id": step_id}),
+                EventData::RecursionStarted(RecursionStarted {
+                    iteration: *iteration,
+                    step_id: step_id.clone(),
+                }),
             ),
             DomainEvent::PlanUpdated {
                 trace_id,
                 iteration,
                 plan,
             } => self.push(
-                "plan.updated",
                 Some(*trace_id),
                 Some(*iteration),
-                json!({"plan": plan_view(plan)}),
+                EventData::PlanUpdated(PlanUpdated {
+                    plan: plan_view(plan),
+                }),
             ),
             DomainEvent::StepUpdated {
                 trace_id,
@@ -116,10 +147,12 @@ impl EventLog {
                 step_id,
                 status,
             } => self.push(
-                "step.updated",
                 Some(*trace_id),
                 Some(*iteration),
-                json!({"step_id": step_id, "status": status}),
+                EventData::StepUpdated(StepUpdated {
+                    step_id: step_id.clone(),
+                    status: *status,
+                }),
             ),
             DomainEvent::ContextCompacted {
                 trace_id,
@@ -128,62 +161,26 @@ impl EventLog {
                 after_tokens,
                 folded_recursions,
             } => self.push(
-                "context.compacted",
                 Some(*trace_id),
                 Some(*iteration),
-                json!({"before_tokens": before_tokens, "after_tokens": after_tokens,
-                       "folded_recursions": folded_recursions}),
+                EventData::ContextCompacted(ContextCompacted {
+                    before_tokens: *before_tokens,
+                    after_tokens: *after_tokens,
+                    folded_recursions: *folded_recursions,
+                }),
             ),
             DomainEvent::RecursionCompleted(record) => self.push(
-                "recursion.completed",
                 Some(record.trace_id),
                 Some(record.iteration),
-                recursion_completed(record),
+                EventData::RecursionCompleted(recursion_completed(record)),
             ),
         }
     }
 
     /// Appends the terminal event of an outcome.
     pub fn push_outcome(&mut self, outcome: &Outcome) {
-        match outcome {
-            Outcome::Completed { answer, iterations } => self.push(
-                "task.completed",
-                None,
-                Some(*iterations),
-                json!({"answer": answer, "iterations": iterations}),
-            ),
-            Outcome::Failed {
-                reason,
-                error,
-                iterations,
-                partial,
-            } => self.push(
-                "task.failed",
-                None,
-                Some(*iterations),
-                json!({"reason": reason.as_str(), "error": error, "iterations": iterations,
-                       "partial": partial}),
-            ),
-            Outcome::Cancelled { iterations } => self.push(
-                "task.cancelled",
-                None,
-                Some(*iterations),
-                json!({"iterations": iterations}),
-            ),
-        }
-    }
-
-    /// Stores the pending events inside the caller's transaction (one statement), for the
-    /// one-off writers (a rejection, a cancel before start); follow with [`Self::publish`].
-    pub async fn store(&self, conn: &mut PgConnection) -> sqlx::Result<()> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let seqs: Vec<i64> = self.pending.iter().map(|e| e.event.seq).collect();
-        let ids: Vec<Uuid> = self.pending.iter().map(|e| e.event.event_id).collect();
-        let types: Vec<&str> = self.pending.iter().map(|e| e.event.event_type).collect();
-        let payloads: Vec<&str> = self.pending.iter().map(|e| e.json.as_str()).collect();
-        store::events::insert_many(conn, self.task_id, &seqs, &ids, &types, &payloads).await
+        let (iterations, data) = terminal_event(outcome);
+        self.push(None, Some(iterations), data);
     }
 
     /// Takes what the next step sends: the events produced since the last step (to be
@@ -195,53 +192,55 @@ impl EventLog {
         }
     }
 
-    /// Puts back, oldest first, the stored events a step could not get confirmed; they go
-    /// out before anything newer at the next step.
+    /// Puts back, oldest first, stored events not confirmed yet (a step's leftovers, or
+    /// events read back from `events`); they go out before anything newer at the next step.
     pub fn restore(&mut self, undelivered: Vec<Encoded>) {
         for encoded in undelivered.into_iter().rev() {
             self.unpublished.push_front(encoded);
         }
     }
 
-    /// Publishes the events the caller has stored and committed (and any left over), oldest
-    /// first, and waits for their confirms. A failure is logged, not fatal: the events are
-    /// in `events` already and the unconfirmed ones are retried, in order, next time.
-    /// Returns whether everything went out.
-    pub async fn publish(&mut self, publisher: &Publisher, exchange: &str) -> bool {
-        let outbound = self.take_outbound();
-        outbound.observe();
-        let undelivered = outbound.deliver(publisher, exchange).await;
-        let delivered = undelivered.is_empty();
-        self.restore(undelivered);
-        delivered
-    }
-
-    /// After the task's end: keeps trying to publish what is left for up to `patience`
-    /// (the broker may be restarting). What still fails stays replayable from `events`.
-    pub async fn publish_remaining(
-        &mut self,
-        publisher: &Publisher,
-        exchange: &str,
-        patience: std::time::Duration,
-    ) {
-        let give_up = tokio::time::Instant::now() + patience;
-        let mut delay = std::time::Duration::from_millis(100);
-        while !self.publish(publisher, exchange).await {
-            if tokio::time::Instant::now() + delay > give_up {
-                tracing::error!(
-                    unpublished = self.unpublished.len(),
-                    "giving up publishing; the events stay in the events table"
-                );
-                return;
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(std::time::Duration::from_secs(5));
-        }
+    /// Whether stored events wait to be published.
+    pub fn has_unpublished(&self) -> bool {
+        !self.unpublished.is_empty()
     }
 }
 
-/// The events one step sends: `backlog` (stored by an earlier step, not confirmed yet) goes
-/// out first, then `fresh` (stored by this step).
+/// The `iteration` and the data of the terminal event of an outcome.
+pub fn terminal_event(outcome: &Outcome) -> (u32, EventData) {
+    match outcome {
+        Outcome::Completed { answer, iterations } => (
+            *iterations,
+            EventData::TaskCompleted(TaskCompleted {
+                answer: answer.clone(),
+                iterations: *iterations,
+            }),
+        ),
+        Outcome::Failed {
+            reason,
+            error,
+            iterations,
+            partial,
+        } => (
+            *iterations,
+            EventData::TaskFailed(TaskFailed {
+                reason: *reason,
+                error: error.clone(),
+                iterations: *iterations,
+                partial: partial.clone(),
+            }),
+        ),
+        Outcome::Cancelled { iterations } => (
+            *iterations,
+            EventData::TaskCancelled(TaskCancelled {
+                iterations: *iterations,
+            }),
+        ),
+    }
+}
+
+/// The events one step sends: `backlog` (stored earlier, not confirmed yet) goes out first,
+/// then `fresh` (stored by this step).
 #[derive(Debug)]
 pub struct Outbound {
     backlog: Vec<Encoded>,
@@ -249,6 +248,14 @@ pub struct Outbound {
 }
 
 impl Outbound {
+    /// Stored events to send, nothing to store.
+    pub fn stored(backlog: Vec<Encoded>) -> Self {
+        Self {
+            backlog,
+            fresh: Vec::new(),
+        }
+    }
+
     /// Whether there is nothing to store or send.
     pub fn is_empty(&self) -> bool {
         self.backlog.is_empty() && self.fresh.is_empty()
@@ -264,30 +271,29 @@ impl Outbound {
 
     /// The rows of the fresh events, for the step's write.
     pub fn rows(&self) -> Vec<store::step::EventRow<'_>> {
-        self.fresh
-            .iter()
-            .map(|e| store::step::EventRow {
-                seq: e.event.seq,
-                event_id: e.event.event_id,
-                event_type: e.event.event_type,
-                json: &e.json,
-            })
-            .collect()
+        self.fresh.iter().map(Encoded::row).collect()
+    }
+
+    /// The highest seq this step stores (0 when it stores none).
+    pub fn last_fresh_seq(&self) -> i64 {
+        self.fresh.last().map_or(0, |e| e.seq)
     }
 
     /// Counts the fresh events in the metrics (once their write has committed).
     pub fn observe(&self) {
         self.fresh
             .iter()
-            .for_each(|e| metrics::observe_event(&e.event));
+            .filter_map(|e| e.event.as_ref())
+            .for_each(metrics::observe_event);
     }
 
     /// Sends every event, in order, and waits for the confirms. Returns the events not
-    /// confirmed (the first failure and everything after it), oldest first.
-    pub async fn deliver(self, publisher: &Publisher, exchange: &str) -> Vec<Encoded> {
+    /// confirmed (the first failure and everything after it), oldest first, and the seq of
+    /// the last event confirmed (0 when none was).
+    pub async fn deliver(self, publisher: &Publisher, exchange: &str) -> Delivered {
         let events: Vec<Encoded> = self.backlog.into_iter().chain(self.fresh).collect();
         if events.is_empty() {
-            return events;
+            return Delivered::default();
         }
         let confirmed = metrics::time_publish(send_and_confirm(publisher, exchange, &events)).await;
         let confirmed = match confirmed {
@@ -298,8 +304,24 @@ impl Outbound {
                 partial.confirmed
             }
         };
-        events.into_iter().skip(confirmed).collect()
+        let last_confirmed = confirmed
+            .checked_sub(1)
+            .and_then(|i| events.get(i))
+            .map_or(0, |e| e.seq);
+        Delivered {
+            last_confirmed,
+            undelivered: events.into_iter().skip(confirmed).collect(),
+        }
     }
+}
+
+/// What [`Outbound::deliver`] achieved.
+#[derive(Debug, Default)]
+pub struct Delivered {
+    /// The seq of the last event the broker confirmed (0 when none).
+    pub last_confirmed: i64,
+    /// The events not confirmed, oldest first.
+    pub undelivered: Vec<Encoded>,
 }
 
 /// Sends the batch (confirms pipelined) and awaits the confirms in order.
@@ -311,9 +333,9 @@ async fn send_and_confirm(
     let outgoing: Vec<OutgoingEvent<'_>> = events
         .iter()
         .map(|e| OutgoingEvent {
-            event_type: e.event.event_type,
-            event_id: e.event.event_id,
-            task_id: e.event.task_id,
+            event_type: &e.event_type,
+            event_id: e.event_id,
+            task_id: e.task_id,
             body: e.json.as_bytes(),
         })
         .collect();
@@ -346,24 +368,26 @@ struct Partial {
     error: anyhow::Error,
 }
 
-fn plan_view(plan: &[crate::core::state::PlanStep]) -> Value {
+fn plan_view(plan: &[crate::core::state::PlanStep]) -> Vec<PlanStepView> {
     plan.iter()
-        .map(|step| {
-            json!({"step_id": step.step_id, "description": step.description, "status": step.status})
+        .map(|step| PlanStepView {
+            step_id: step.step_id.clone(),
+            description: step.description.clone(),
+            status: step.status,
         })
         .collect()
 }
 
-fn recursion_completed(record: &RecursionRecord) -> Value {
-    json!({
-        "iteration": record.iteration,
-        "step_id": record.step_id,
-        "action_type": record.action_type,
-        "observe": record.observe,
-        "thought": record.thought,
-        "abstract": record.abstract_,
-        "status": record.status,
-        "error_log": record.error_log,
-        "duration_ms": (record.finished_at - record.started_at).num_milliseconds(),
-    })
+fn recursion_completed(record: &RecursionRecord) -> RecursionCompleted {
+    RecursionCompleted {
+        iteration: record.iteration,
+        step_id: record.step_id.clone(),
+        action_type: record.action_type.clone(),
+        observe: record.observe.clone(),
+        thought: record.thought.clone(),
+        abstract_: record.abstract_.clone(),
+        status: record.status,
+        error_log: record.error_log.clone(),
+        duration_ms: (record.finished_at - record.started_at).num_milliseconds(),
+    }
 }

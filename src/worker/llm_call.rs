@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use serde_json::json;
-
 use super::interrupt::Interrupt;
 use super::task_run::TaskRun;
+use crate::contract::events::{EventData, LlmDelta, LlmRetry};
 use crate::core::machine::LlmCall;
 use crate::core::retry::RetryDecision;
 use crate::core::types::LlmReply;
@@ -54,12 +53,16 @@ impl TaskRun<'_> {
                 RetryDecision::RetryIn(delay) => {
                     let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
                     tracing::info!(attempt, delay_ms, error = %error, "LLM call failed, retrying");
+                    let retry = LlmRetry {
+                        attempt,
+                        delay_ms,
+                        error: error.to_string(),
+                        status: error.status,
+                    };
                     self.log.push(
-                        "llm.retry",
                         Some(call.trace_id),
                         Some(call.iteration),
-                        json!({"attempt": attempt, "delay_ms": delay_ms,
-                               "error": error.to_string(), "status": error.status}),
+                        EventData::LlmRetry(retry),
                     );
                     self.commit_step().await?;
                     if let Err(interrupt) = self.stops.guard(tokio::time::sleep(delay)).await {
@@ -127,10 +130,9 @@ impl TaskRun<'_> {
         }
         let content = std::mem::take(pending);
         self.log.push(
-            "llm.delta",
             Some(call.trace_id),
             Some(call.iteration),
-            json!({"content": content, "attempt": attempt}),
+            EventData::LlmDelta(LlmDelta { content, attempt }),
         );
         self.commit_step().await
     }

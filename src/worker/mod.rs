@@ -7,6 +7,7 @@ pub mod deps;
 pub mod events;
 pub mod intake;
 pub mod interrupt;
+pub mod outbox;
 
 mod control;
 mod delivery;
@@ -15,6 +16,7 @@ mod running;
 mod step_commit;
 mod task_run;
 mod tool_calls;
+pub mod unheld;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +55,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
     let pool = crate::store::prepare(&settings.database.url, settings.pool_size()).await?;
     let publisher = amqp::connect_declared(settings).await?;
     let llm = OpenAiClient::new(&settings.llm.client_settings())?;
+    let marks = outbox::ConfirmedMarks::start(pool.clone());
     Ok(WorkerDeps {
         pool,
         publisher,
@@ -68,6 +71,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         tool_timeout: Duration::from_millis(settings.worker.tool_timeout_ms),
         recursion_timeout: Duration::from_millis(settings.worker.recursion_timeout_ms),
         limits: settings.limits.clone(),
+        marks,
     })
 }
 

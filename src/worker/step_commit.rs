@@ -1,9 +1,14 @@
 //! A step's commit, run beside the task instead of in its way: the step's rows are written
 //! in one statement (retried through a database outage), then its events are published and
 //! their confirms awaited. The driver starts it and goes on (the next LLM call overlaps it)
-//! and waits for the write only before anything with side effects (tools). Steps chain:
-//! each begins by waiting for the one before it, so they commit and publish strictly in
-//! order, and the events the previous step could not get confirmed go out first.
+//! and waits for the write only before anything with side effects (tools with effects).
+//! Steps chain: each begins by waiting for the one before it, so they commit and publish
+//! strictly in order, and the events the previous step could not get confirmed go out
+//! first. How far the broker confirmed is kept in [`Confirmed`] and written with the next
+//! step, so that a worker taking the task over knows what to publish again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -13,6 +18,27 @@ use tracing::Instrument;
 use super::deps::WorkerDeps;
 use super::events::{Encoded, Outbound};
 use crate::store::{self, step::StepWrite};
+
+/// The seq up to which a task's events are known confirmed by the broker.
+#[derive(Debug, Clone, Default)]
+pub struct Confirmed(Arc<AtomicI64>);
+
+impl Confirmed {
+    /// Starting from `seq` (what the task's row says).
+    pub fn new(seq: i64) -> Self {
+        Self(Arc::new(AtomicI64::new(seq)))
+    }
+
+    /// The current value.
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Raises it to `seq` (events are confirmed in order).
+    pub fn advance(&self, seq: i64) {
+        self.0.fetch_max(seq, Ordering::AcqRel);
+    }
+}
 
 /// A step being committed in the background.
 pub struct StepCommit {
@@ -28,9 +54,10 @@ impl StepCommit {
     pub fn start(
         deps: &WorkerDeps,
         release: CancellationToken,
-        write: StepWrite,
+        mut write: StepWrite,
         mut outbound: Outbound,
         previous: Option<StepCommit>,
+        confirmed: Confirmed,
     ) -> Self {
         let pool = deps.pool.clone();
         let publisher = deps.publisher.clone();
@@ -41,10 +68,13 @@ impl StepCommit {
                 if let Some(previous) = previous {
                     outbound.prepend(previous.finish().await?);
                 }
+                write.confirmed_seq = confirmed.get();
                 write_through_outages(&pool, &release, &write, &outbound).await?;
                 let _ = written.send(());
                 outbound.observe();
-                Ok(outbound.deliver(&publisher, &exchange).await)
+                let delivered = outbound.deliver(&publisher, &exchange).await;
+                confirmed.advance(delivered.last_confirmed);
+                Ok(delivered.undelivered)
             }
             .in_current_span(),
         );

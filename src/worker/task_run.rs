@@ -1,9 +1,11 @@
 //! Drives one claimed task through the core machine: asks the machine what to do next,
 //! does it through the ports, feeds the result back, and commits each step (trace rows,
 //! LLM attempts, checkpoint and events in one statement) before publishing its events.
-//! A step's commit runs beside the next LLM call ([`StepCommit`]); tools wait until the
-//! step before them is committed, and steps commit in order. A database outage pauses the
-//! task (the commit is retried) instead of failing it.
+//! A step's commit runs beside the next LLM call ([`StepCommit`]); tools with effects wait
+//! until the step before them is committed (and their own calls are recorded in the
+//! ledger), and steps commit in order. A database outage pauses the task (the commit is
+//! retried) instead of failing it. A task resumed from a checkpoint continues where it was:
+//! between recursions, or with the tool calls of a recursion whose reply was committed.
 
 use std::sync::Arc;
 
@@ -15,14 +17,25 @@ use uuid::Uuid;
 use super::deps::WorkerDeps;
 use super::events::EventLog;
 use super::interrupt::{Interrupt, Stops};
-use super::step_commit::StepCommit;
+use super::outbox::SWEEP_GRACE;
+use super::step_commit::{Confirmed, StepCommit};
 use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord};
 use crate::core::types::ToolSpec;
-use crate::store::step::{Finish, Progress, StepWrite};
-use crate::store::{self, trace::LlmCallRow};
+use crate::store::step::{Finish, Progress, StartedCall, StepWrite, ToolMeta};
+use crate::store::{self, agents::Agent, trace::LlmCallRow};
 
-/// How long a finished task keeps trying to publish its last events through a broker outage.
-const PUBLISH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long a finished task keeps trying to publish its last events through a broker
+/// outage; then the outbox sweep takes over.
+const PUBLISH_PATIENCE: std::time::Duration = SWEEP_GRACE;
+
+/// A task taken up by this worker: its machine (fresh or from its checkpoint), its event
+/// log, and the seq its events are known confirmed up to.
+#[derive(Debug)]
+pub struct Taken {
+    pub machine: Machine,
+    pub log: EventLog,
+    pub confirmed_seq: i64,
+}
 
 /// How a run stopped.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +60,12 @@ pub struct TaskRun<'a> {
     pub(super) llm_rows: Vec<LlmCallRow>,
     /// Finished recursions not committed yet.
     records: Vec<RecursionRecord>,
+    /// The ledger fields of the tool calls of `records`, in the same order.
+    pub(super) tool_meta: Vec<ToolMeta>,
+    /// Tool calls to record `started` with the next write.
+    pub(super) started: Vec<StartedCall>,
+    /// How far the broker confirmed this task's events.
+    pub(super) confirmed: Confirmed,
     /// The machine as it was before the open recursion began: what a resume restarts from.
     checkpoint: Option<String>,
     /// The step being committed, if its commit has not been waited for yet.
@@ -57,25 +76,32 @@ impl<'a> TaskRun<'a> {
     /// Prepares a run of `machine` (fresh or restored from a checkpoint).
     pub fn new(
         deps: &'a WorkerDeps,
-        machine: Machine,
-        log: EventLog,
-        model: String,
-        granted: Option<Vec<String>>,
+        taken: Taken,
+        agent: Agent,
         stream: bool,
         stops: Stops,
     ) -> Self {
+        let Taken {
+            machine,
+            log,
+            confirmed_seq,
+        } = taken;
+        let granted = agent.tools;
         let tool_specs = deps.tools.shared_specs_for(granted.as_deref());
         Self {
             deps,
             machine,
             log,
-            model,
+            model: agent.model,
             granted,
             tool_specs,
             stream,
             stops,
             llm_rows: Vec::new(),
             records: Vec::new(),
+            tool_meta: Vec::new(),
+            started: Vec::new(),
+            confirmed: Confirmed::new(confirmed_seq),
             checkpoint: None,
             in_flight: None,
         }
@@ -98,7 +124,10 @@ impl<'a> TaskRun<'a> {
     }
 
     async fn run(&mut self) -> anyhow::Result<RunEnd> {
-        let mut next = Next::Continue;
+        // Fresh or between recursions: Continue; resumed with its tool calls pending:
+        // RunTools, whose ledger says which already ran.
+        let mut next = self.machine.resume(Utc::now(), &self.deps.template);
+        let mut resumed_tools = matches!(next, Next::RunTools(_));
         let mut deadline = Instant::now() + self.deps.recursion_timeout;
         loop {
             if let Some(interrupt) = self.stops.current() {
@@ -131,14 +160,14 @@ impl<'a> TaskRun<'a> {
                     }
                 }
                 Next::RunTools(calls) => {
-                    // Tools act on the world: only once the recursions before are committed.
-                    self.settle_write().await?;
                     let span = tracing::info_span!(
                         "recursion",
                         trace_id = %self.machine.current_trace_id().unwrap_or_default(),
                         iteration = self.machine.iteration()
                     );
-                    match self.run_tools(&calls, deadline).instrument(span).await? {
+                    let resumed = std::mem::take(&mut resumed_tools);
+                    let run = self.run_tools(&calls, deadline, resumed).instrument(span);
+                    match run.await? {
                         Ok(results) => self.machine.on_tool_results(results, Utc::now()),
                         Err(interrupt) => return self.interrupted(interrupt).await,
                     }
@@ -204,11 +233,31 @@ impl<'a> TaskRun<'a> {
         let plan = serde_json::to_string(self.machine.plan())?;
         self.start(Progress::Finish(terminal_fields(outcome, plan)));
         self.settle().await?;
-        let (publisher, exchange) = (&self.deps.publisher, &self.deps.names.events_exchange);
-        self.log
-            .publish_remaining(publisher, exchange, PUBLISH_PATIENCE)
-            .await;
+        self.publish_remaining().await;
         Ok(())
+    }
+
+    /// After the task's end: keeps publishing what the broker did not confirm (it may be
+    /// restarting) for a while, then reports the task's events confirmed, or leaves them
+    /// to the outbox sweep.
+    async fn publish_remaining(&mut self) {
+        let (publisher, exchange) = (&self.deps.publisher, &self.deps.names.events_exchange);
+        let give_up = Instant::now() + PUBLISH_PATIENCE;
+        let mut delay = std::time::Duration::from_millis(100);
+        while self.log.has_unpublished() {
+            if Instant::now() + delay > give_up {
+                tracing::warn!("events not confirmed; the outbox sweep will publish them");
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(std::time::Duration::from_secs(2));
+            let delivered = self.log.take_outbound().deliver(publisher, exchange).await;
+            self.confirmed.advance(delivered.last_confirmed);
+            self.log.restore(delivered.undelivered);
+        }
+        self.deps
+            .marks
+            .confirmed(self.task_id(), self.log.last_seq());
     }
 
     /// Turns the machine's domain events into progress events and recursion rows.
@@ -226,6 +275,7 @@ impl<'a> TaskRun<'a> {
         let outbound = self.log.take_outbound();
         let idle = matches!(progress, Progress::Touch)
             && self.records.is_empty()
+            && self.started.is_empty()
             && self.llm_rows.is_empty()
             && outbound.is_empty();
         if idle {
@@ -236,18 +286,40 @@ impl<'a> TaskRun<'a> {
             owner: self.deps.worker_id,
             progress,
             records: std::mem::take(&mut self.records),
+            tool_meta: std::mem::take(&mut self.tool_meta),
+            started: std::mem::take(&mut self.started),
             llm_rows: std::mem::take(&mut self.llm_rows),
             max_result_chars: self.machine.task().limits.max_tool_result_chars,
+            confirmed_seq: 0,
         };
         let release = self.stops.release.clone();
         let previous = self.in_flight.take();
         self.in_flight = Some(StepCommit::start(
-            self.deps, release, write, outbound, previous,
+            self.deps,
+            release,
+            write,
+            outbound,
+            previous,
+            self.confirmed.clone(),
         ));
     }
 
+    /// Commits the machine as it is now (a recursion waiting for its tool calls) with the
+    /// calls recorded `started`, and waits for it: what a resume continues from.
+    pub(super) async fn commit_tool_start(&mut self) -> anyhow::Result<()> {
+        self.settle_write().await?;
+        self.collect_events();
+        let progress = Progress::Checkpoint {
+            iterations: self.machine.iteration(),
+            plan: serde_json::to_string(self.machine.plan())?,
+            checkpoint: serde_json::to_string(&self.machine)?,
+        };
+        self.start(progress);
+        self.settle_write().await
+    }
+
     /// Waits until the steps in flight, if any, have committed their rows.
-    async fn settle_write(&mut self) -> anyhow::Result<()> {
+    pub(super) async fn settle_write(&mut self) -> anyhow::Result<()> {
         let written = match self.in_flight.as_mut() {
             Some(step) => step.written().await,
             None => true,

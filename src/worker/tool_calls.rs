@@ -1,56 +1,195 @@
 //! Runs the native tool calls of a CALL_TOOL recursion through the tool registry: up to
 //! `worker.tool_concurrency` at once, each bounded by its timeout (and by what is left of the
 //! recursion's), announced by `tool.started` and closed by `tool.completed`, results returned
-//! in call order. A failing or hung tool is a result, never an error of the task. Events of
-//! tools that end quickly are committed with the rest of their recursion.
+//! in call order. A failing or hung tool is a result, never an error of the task.
+//!
+//! The exactly-once ledger (CONTRACT §7): read-only calls run at once, without waiting for
+//! any commit. When a reply calls a tool with effects, the recursion (its reply, waiting
+//! for its tools) and every call of the reply, recorded `started` with its effect and
+//! idempotency key, are committed before anything runs, and the outcome of each call with
+//! effects is committed as soon as it ends. A task resumed with its tool calls pending
+//! reads the ledger ([`plan_calls`]): a committed outcome is used as is, a read-only or
+//! idempotent call is run again under the same key, and a side-effecting call that started
+//! without a committed outcome is not run again: its state becomes `unknown` and the model
+//! gets an error result saying so.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures::future::join_all;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use super::deps::WorkerDeps;
 use super::interrupt::Interrupt;
 use super::task_run::TaskRun;
-use crate::core::types::{ToolCallRequest, ToolCallResult};
+use crate::contract::events::{EventData, ToolCompleted, ToolStarted};
+use crate::core::types::{ToolCallRequest, ToolCallResult, ToolEffect};
+use crate::ports::ToolCallContext;
+use crate::store::ledger::{CallOutcome, LedgerRow};
+use crate::store::step::{StartedCall, ToolMeta};
 
-/// How long tools may run before their `tool.started` events are committed and published on
-/// their own. Tools that finish sooner are committed together with the rest of their
-/// recursion: one transaction and one publish per recursion instead of three.
+/// How long read-only tools may run before their `tool.started` events are committed and
+/// published on their own. Tools that finish sooner are committed together with the rest of
+/// their recursion: one transaction and one publish per recursion instead of three.
 const ANNOUNCE_AFTER: Duration = Duration::from_millis(20);
 
+/// The error result of a side-effecting call cut short by a crash.
+fn unknown_outcome(name: &str) -> String {
+    format!(
+        "the call of '{name}' may or may not have taken effect: the worker running it stopped \
+         before its outcome was recorded, and it was not run again because it has side effects; \
+         check its effect before calling it again"
+    )
+}
+
+/// What to do about one call of the reply.
+#[derive(Debug)]
+enum Plan {
+    /// Run it; `announce`: its `tool.started` is not stored yet.
+    Run {
+        effect: ToolEffect,
+        key: Option<String>,
+        announce: bool,
+    },
+    /// Its outcome is known already (committed, or `unknown`).
+    Known {
+        result: ToolCallResult,
+        state: &'static str,
+        effect: ToolEffect,
+        key: Option<String>,
+    },
+}
+
+/// A call's result with its ledger fields.
+struct Ran {
+    result: ToolCallResult,
+    state: &'static str,
+    started_at: DateTime<Utc>,
+    finished_at: DateTime<Utc>,
+}
+
 impl TaskRun<'_> {
-    /// Runs `calls` before `deadline`, recording their start and end events.
+    /// Runs `calls` before `deadline`, recording their start and end events and the ledger.
+    /// `resumed`: the recursion was restored from a checkpoint with its calls pending.
     pub(super) async fn run_tools(
         &mut self,
         calls: &[ToolCallRequest],
         deadline: Instant,
+        resumed: bool,
     ) -> anyhow::Result<Result<Vec<ToolCallResult>, Interrupt>> {
-        let (trace_id, iteration) = (
-            self.machine.current_trace_id(),
-            Some(self.machine.iteration()),
-        );
-        for call in calls {
-            self.log.push(
-                "tool.started",
-                trace_id,
-                iteration,
-                json!({"tool_call_id": call.id, "name": call.name, "arguments": parsed(call)}),
-            );
+        let trace_id = self.machine.current_trace_id().unwrap_or_default();
+        let iteration = Some(self.machine.iteration());
+        let ledger = match resumed {
+            true => crate::store::ledger::of_recursion(&self.deps.pool, trace_id).await?,
+            false => Vec::new(),
+        };
+        let plans = plan_calls(self.deps, self.task_id(), calls, &ledger);
+        for (call, plan) in calls.iter().zip(&plans) {
+            if matches!(plan, Plan::Run { announce: true, .. }) {
+                let started = ToolStarted {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: parsed(call),
+                };
+                self.log
+                    .push(Some(trace_id), iteration, EventData::ToolStarted(started));
+            }
+        }
+        let with_effects = plans.iter().any(|plan| {
+            matches!(plan, Plan::Run { effect, announce: true, .. } if *effect != ToolEffect::ReadOnly)
+        });
+        if with_effects {
+            // Tools act on the world: only once the reply and the calls are committed.
+            self.started = started_rows(trace_id, calls, &plans);
+            self.commit_tool_start().await?;
         }
         let timeout = self
             .deps
             .tool_timeout
             .min(deadline.saturating_duration_since(Instant::now()));
+        let finished = match self.execute(trace_id, calls, plans, timeout).await? {
+            Ok(finished) => finished,
+            Err(interrupt) => return Ok(Err(interrupt)),
+        };
+        let mut results = Vec::with_capacity(finished.len());
+        for (ran, meta) in finished {
+            self.log.push(
+                Some(trace_id),
+                iteration,
+                EventData::ToolCompleted(completed(&ran.result)),
+            );
+            self.tool_meta.push(ToolMeta {
+                state: ran.state,
+                effect: meta.0.as_str(),
+                idempotency_key: meta.1,
+                started_at: ran.started_at,
+                finished_at: ran.finished_at,
+            });
+            results.push(ran.result);
+        }
+        Ok(Ok(results))
+    }
+
+    /// Runs what the plans say, in call order; committing and publishing the `tool.started`
+    /// events on their own when read-only tools take longer than [`ANNOUNCE_AFTER`].
+    async fn execute(
+        &mut self,
+        trace_id: Uuid,
+        calls: &[ToolCallRequest],
+        plans: Vec<Plan>,
+        timeout: Duration,
+    ) -> anyhow::Result<Result<Vec<(Ran, (ToolEffect, Option<String>))>, Interrupt>> {
         let (deps, granted, stops) = (self.deps, self.granted.clone(), self.stops.clone());
+        let task_id = self.task_id();
+        let max_chars = self.machine.task().limits.max_tool_result_chars;
         let slots = Semaphore::new(deps.tool_concurrency);
-        let runs = join_all(
-            calls
-                .iter()
-                .map(|call| run_tool(deps, granted.as_deref(), call, timeout, &slots)),
-        );
+        let runs = join_all(calls.iter().zip(plans).map(|(call, plan)| {
+            let (granted, slots) = (granted.as_deref(), &slots);
+            async move {
+                match plan {
+                    Plan::Known {
+                        result,
+                        state,
+                        effect,
+                        key,
+                    } => {
+                        let now = Utc::now();
+                        let ran = Ran {
+                            result,
+                            state,
+                            started_at: now,
+                            finished_at: now,
+                        };
+                        (ran, (effect, key))
+                    }
+                    Plan::Run { effect, key, .. } => {
+                        let context = ToolCallContext {
+                            idempotency_key: key.as_deref(),
+                        };
+                        let started_at = Utc::now();
+                        let result = run_tool(deps, granted, call, timeout, slots, context).await;
+                        let ran = Ran {
+                            state: if result.success {
+                                "succeeded"
+                            } else {
+                                "failed"
+                            },
+                            result,
+                            started_at,
+                            finished_at: Utc::now(),
+                        };
+                        if effect != ToolEffect::ReadOnly {
+                            record(deps, task_id, trace_id, &ran, max_chars).await;
+                        }
+                        (ran, (effect, key))
+                    }
+                }
+            }
+        }));
         let runs = stops.guard(runs);
         tokio::pin!(runs);
         let finished = tokio::select! {
@@ -60,19 +199,121 @@ impl TaskRun<'_> {
                 runs.await
             }
         };
-        let results = match finished {
-            Ok(results) => results,
-            Err(interrupt) => return Ok(Err(interrupt)),
-        };
-        for result in &results {
-            self.log.push(
-                "tool.completed",
+        Ok(finished)
+    }
+}
+
+/// Decides, per call, whether it runs and under which key (see the module doc).
+fn plan_calls(
+    deps: &WorkerDeps,
+    task_id: Uuid,
+    calls: &[ToolCallRequest],
+    ledger: &[LedgerRow],
+) -> Vec<Plan> {
+    let rows: HashMap<&str, &LedgerRow> = ledger
+        .iter()
+        .map(|row| (row.tool_call_id.as_str(), row))
+        .collect();
+    calls
+        .iter()
+        .map(|call| {
+            let effect = deps.tools.effect_of(&call.name);
+            let key = (effect != ToolEffect::ReadOnly).then(|| format!("{task_id}:{}", call.id));
+            match rows.get(call.id.as_str()) {
+                Some(row) if row.has_outcome() => Plan::Known {
+                    result: stored_result(call, row),
+                    state: if row.success == Some(true) {
+                        "succeeded"
+                    } else {
+                        "failed"
+                    },
+                    effect,
+                    key,
+                },
+                Some(_) if !effect.is_retryable() => Plan::Known {
+                    result: ToolCallResult {
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: parsed(call),
+                        success: false,
+                        result: None,
+                        error: Some(unknown_outcome(&call.name)),
+                        memo: None,
+                        duration_ms: 0,
+                    },
+                    state: "unknown",
+                    effect,
+                    key,
+                },
+                started => Plan::Run {
+                    effect,
+                    key,
+                    announce: started.is_none(),
+                },
+            }
+        })
+        .collect()
+}
+
+/// The calls to record `started` (every call of the reply not recorded yet).
+fn started_rows(trace_id: Uuid, calls: &[ToolCallRequest], plans: &[Plan]) -> Vec<StartedCall> {
+    calls
+        .iter()
+        .zip(plans)
+        .filter_map(|(call, plan)| match plan {
+            Plan::Run {
+                effect,
+                key,
+                announce: true,
+            } => Some(StartedCall {
                 trace_id,
-                iteration,
-                completed_data(result),
-            );
-        }
-        Ok(Ok(results))
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: parsed(call).to_string(),
+                effect: effect.as_str(),
+                idempotency_key: key.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A committed outcome as the result the machine is fed.
+fn stored_result(call: &ToolCallRequest, row: &LedgerRow) -> ToolCallResult {
+    let success = row.success == Some(true);
+    ToolCallResult {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: parsed(call),
+        success,
+        result: if success { row.result.clone() } else { None },
+        error: row.error.clone(),
+        memo: None,
+        duration_ms: row
+            .duration_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .unwrap_or(0),
+    }
+}
+
+/// Commits the outcome of a call with effects as soon as it ends.
+async fn record(deps: &WorkerDeps, task_id: Uuid, trace_id: Uuid, ran: &Ran, max_chars: usize) {
+    let outcome = CallOutcome {
+        task_id,
+        owner: deps.worker_id,
+        trace_id,
+        result: &ran.result,
+        state: ran.state,
+        finished_at: ran.finished_at,
+        max_result_chars: max_chars,
+    };
+    match crate::store::ledger::record_outcome(&deps.pool, &outcome).await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(tool_call_id = %ran.result.tool_call_id,
+            "lease lost: the outcome of the tool call was not recorded"),
+        // The recursion's own write records it (or a resume finds the call started).
+        Err(err) => tracing::warn!(tool_call_id = %ran.result.tool_call_id, error = %err,
+            "could not record the outcome of the tool call yet"),
     }
 }
 
@@ -83,10 +324,11 @@ async fn run_tool(
     call: &ToolCallRequest,
     timeout: Duration,
     slots: &Semaphore,
+    context: ToolCallContext<'_>,
 ) -> ToolCallResult {
     let _slot = slots.acquire().await;
     let started = std::time::Instant::now();
-    match tokio::time::timeout(timeout, deps.tools.call(granted, call, Default::default())).await {
+    match tokio::time::timeout(timeout, deps.tools.call(granted, call, context)).await {
         Ok(result) => result,
         Err(_) => ToolCallResult {
             tool_call_id: call.id.clone(),
@@ -110,18 +352,17 @@ fn parsed(call: &ToolCallRequest) -> Value {
 }
 
 /// The data of a `tool.completed` event.
-fn completed_data(result: &ToolCallResult) -> Value {
-    let mut data = json!({
-        "tool_call_id": result.tool_call_id,
-        "name": result.name,
-        "success": result.success,
-        "duration_ms": result.duration_ms,
-    });
-    if let Some(map) = data.as_object_mut() {
-        match (&result.result, &result.error) {
-            (_, Some(error)) => map.insert("error".into(), json!(error)),
-            (value, None) => map.insert("result".into(), json!(value)),
-        };
+fn completed(result: &ToolCallResult) -> ToolCompleted {
+    let (result_value, error) = match &result.error {
+        Some(error) => (None, Some(error.clone())),
+        None => (Some(result.result.clone().unwrap_or(Value::Null)), None),
+    };
+    ToolCompleted {
+        tool_call_id: result.tool_call_id.clone(),
+        name: result.name.clone(),
+        success: result.success,
+        result: result_value,
+        error,
+        duration_ms: result.duration_ms,
     }
-    data
 }

@@ -1,0 +1,349 @@
+//! Progress events of CONTRACT §3: the envelope every event shares and one payload type per
+//! event type. An event is one persistent JSON message on the `agentd.events` fanout
+//! exchange (AMQP `type` = [`EventType::as_str`], `message_id` = `event_id`, header
+//! `task_id`) and one row of the `events` table whose `payload` is the same JSON.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::core::machine::FailReason;
+use crate::core::state::{RecursionStatus, StepStatus};
+
+/// One progress event as published and stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    pub event_id: Uuid,
+    pub task_id: Uuid,
+    /// Null for a task cancelled before any worker read its message (agent unknown yet).
+    pub agent_id: Option<Uuid>,
+    /// 1, 2, 3, … per task, without gaps: a subscriber can see what it missed.
+    pub seq: i64,
+    /// The recursion the event belongs to, if any.
+    pub trace_id: Option<Uuid>,
+    pub iteration: Option<u32>,
+    pub ts: DateTime<Utc>,
+    /// `type` and `data`.
+    #[serde(flatten)]
+    pub body: EventData,
+}
+
+impl Event {
+    /// The event's type.
+    pub fn event_type(&self) -> EventType {
+        self.body.event_type()
+    }
+}
+
+/// Every event type, by its wire name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    TaskStarted,
+    TaskResumed,
+    RecursionStarted,
+    LlmRetry,
+    LlmDelta,
+    RecursionCompleted,
+    PlanUpdated,
+    StepUpdated,
+    ToolStarted,
+    ToolCompleted,
+    ContextCompacted,
+    TaskCompleted,
+    TaskFailed,
+    TaskCancelled,
+}
+
+impl EventType {
+    /// Every type, in the order of CONTRACT §3.
+    pub const ALL: [EventType; 14] = [
+        Self::TaskStarted,
+        Self::TaskResumed,
+        Self::RecursionStarted,
+        Self::LlmRetry,
+        Self::LlmDelta,
+        Self::RecursionCompleted,
+        Self::PlanUpdated,
+        Self::StepUpdated,
+        Self::ToolStarted,
+        Self::ToolCompleted,
+        Self::ContextCompacted,
+        Self::TaskCompleted,
+        Self::TaskFailed,
+        Self::TaskCancelled,
+    ];
+
+    /// The wire name (`task.started`, …).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::TaskStarted => "task.started",
+            Self::TaskResumed => "task.resumed",
+            Self::RecursionStarted => "recursion.started",
+            Self::LlmRetry => "llm.retry",
+            Self::LlmDelta => "llm.delta",
+            Self::RecursionCompleted => "recursion.completed",
+            Self::PlanUpdated => "plan.updated",
+            Self::StepUpdated => "step.updated",
+            Self::ToolStarted => "tool.started",
+            Self::ToolCompleted => "tool.completed",
+            Self::ContextCompacted => "context.compacted",
+            Self::TaskCompleted => "task.completed",
+            Self::TaskFailed => "task.failed",
+            Self::TaskCancelled => "task.cancelled",
+        }
+    }
+
+    /// The type named `name`, if it is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Whether events of this type end their task: exactly one does, and it is the last.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Self::TaskCompleted | Self::TaskFailed | Self::TaskCancelled
+        )
+    }
+}
+
+/// `type` and `data` of an event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", content = "data")]
+pub enum EventData {
+    #[serde(rename = "task.started")]
+    TaskStarted(TaskStarted),
+    #[serde(rename = "task.resumed")]
+    TaskResumed(TaskResumed),
+    #[serde(rename = "recursion.started")]
+    RecursionStarted(RecursionStarted),
+    #[serde(rename = "llm.retry")]
+    LlmRetry(LlmRetry),
+    #[serde(rename = "llm.delta")]
+    LlmDelta(LlmDelta),
+    #[serde(rename = "recursion.completed")]
+    RecursionCompleted(RecursionCompleted),
+    #[serde(rename = "plan.updated")]
+    PlanUpdated(PlanUpdated),
+    #[serde(rename = "step.updated")]
+    StepUpdated(StepUpdated),
+    #[serde(rename = "tool.started")]
+    ToolStarted(ToolStarted),
+    #[serde(rename = "tool.completed")]
+    ToolCompleted(ToolCompleted),
+    #[serde(rename = "context.compacted")]
+    ContextCompacted(ContextCompacted),
+    #[serde(rename = "task.completed")]
+    TaskCompleted(TaskCompleted),
+    #[serde(rename = "task.failed")]
+    TaskFailed(TaskFailed),
+    #[serde(rename = "task.cancelled")]
+    TaskCancelled(TaskCancelled),
+}
+
+impl EventData {
+    /// The type of this payload.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            Self::TaskStarted(_) => EventType::TaskStarted,
+            Self::TaskResumed(_) => EventType::TaskResumed,
+            Self::RecursionStarted(_) => EventType::RecursionStarted,
+            Self::LlmRetry(_) => EventType::LlmRetry,
+            Self::LlmDelta(_) => EventType::LlmDelta,
+            Self::RecursionCompleted(_) => EventType::RecursionCompleted,
+            Self::PlanUpdated(_) => EventType::PlanUpdated,
+            Self::StepUpdated(_) => EventType::StepUpdated,
+            Self::ToolStarted(_) => EventType::ToolStarted,
+            Self::ToolCompleted(_) => EventType::ToolCompleted,
+            Self::ContextCompacted(_) => EventType::ContextCompacted,
+            Self::TaskCompleted(_) => EventType::TaskCompleted,
+            Self::TaskFailed(_) => EventType::TaskFailed,
+            Self::TaskCancelled(_) => EventType::TaskCancelled,
+        }
+    }
+}
+
+/// `task.started`: a worker took the task up for the first time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskStarted {
+    pub input: String,
+    pub max_iteration: i32,
+    pub model: String,
+    pub agent_name: String,
+    pub conversation_id: Option<Uuid>,
+}
+
+/// Why a task was taken up again (`task.resumed`'s `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeReason {
+    /// Its worker died or let it go (shutdown, lost lease); another worker took it over.
+    Recovered,
+}
+
+/// `task.resumed`: a task is taken up again from its last committed recursion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskResumed {
+    /// Recursions committed before the resume.
+    pub iteration: u32,
+    pub reason: ResumeReason,
+}
+
+/// `recursion.started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecursionStarted {
+    pub iteration: u32,
+    /// The plan step it works on, if there is a plan.
+    pub step_id: Option<String>,
+}
+
+/// `llm.retry`: an LLM attempt failed and will be retried after `delay_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LlmRetry {
+    pub attempt: u32,
+    pub delay_ms: u64,
+    pub error: String,
+    /// The HTTP status, when the provider answered.
+    pub status: Option<u16>,
+}
+
+/// `llm.delta`: streamed content tokens (stream = true only), batched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LlmDelta {
+    pub content: String,
+    /// The attempt they belong to (a retried attempt streams again from the start).
+    pub attempt: u32,
+}
+
+/// `recursion.completed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecursionCompleted {
+    pub iteration: u32,
+    pub step_id: Option<String>,
+    /// CALL_TOOL, RE_PLAN, REFLECT or ANSWER; null when there was no usable reply.
+    pub action_type: Option<String>,
+    pub observe: String,
+    pub thought: String,
+    #[serde(rename = "abstract")]
+    pub abstract_: String,
+    pub status: RecursionStatus,
+    pub error_log: Option<String>,
+    pub duration_ms: i64,
+}
+
+/// A plan step as events show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanStepView {
+    pub step_id: String,
+    pub description: String,
+    pub status: StepStatus,
+}
+
+/// `plan.updated`: RE_PLAN replaced the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanUpdated {
+    pub plan: Vec<PlanStepView>,
+}
+
+/// `step.updated`: a plan step changed status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepUpdated {
+    pub step_id: String,
+    pub status: StepStatus,
+}
+
+/// `tool.started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolStarted {
+    pub tool_call_id: String,
+    pub name: String,
+    /// The parsed arguments (the raw string when they were not JSON).
+    pub arguments: Value,
+}
+
+/// `tool.completed`: `result` when it succeeded, `error` when it did not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCompleted {
+    pub tool_call_id: String,
+    pub name: String,
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// `context.compacted`: a request was over the context budget and was compacted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextCompacted {
+    pub before_tokens: u32,
+    pub after_tokens: u32,
+    pub folded_recursions: u32,
+}
+
+/// `task.completed`: the model answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskCompleted {
+    pub answer: String,
+    pub iterations: u32,
+}
+
+/// `task.failed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskFailed {
+    pub reason: FailReason,
+    pub error: String,
+    pub iterations: u32,
+    /// The best partial result, when there is one (the last REFLECT summary).
+    pub partial: Option<String>,
+}
+
+/// `task.cancelled`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskCancelled {
+    pub iterations: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope_carries_type_and_data() {
+        let event = Event {
+            event_id: Uuid::nil(),
+            task_id: Uuid::nil(),
+            agent_id: None,
+            seq: 3,
+            trace_id: None,
+            iteration: Some(2),
+            ts: Utc::now(),
+            body: EventData::TaskCancelled(TaskCancelled { iterations: 2 }),
+        };
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(value["type"], "task.cancelled");
+        assert_eq!(value["data"]["iterations"], 2);
+        assert_eq!(value["seq"], 3);
+        let back: Event = serde_json::from_value(value).unwrap();
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn every_type_has_its_wire_name_and_round_trips() {
+        for kind in EventType::ALL {
+            assert_eq!(EventType::parse(kind.as_str()), Some(kind));
+        }
+        let terminal: Vec<_> = EventType::ALL
+            .into_iter()
+            .filter(EventType::is_terminal)
+            .map(|t| t.as_str())
+            .collect();
+        assert_eq!(
+            terminal,
+            ["task.completed", "task.failed", "task.cancelled"]
+        );
+    }
+}

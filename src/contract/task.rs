@@ -1,0 +1,26 @@
+//! The task message of CONTRACT §2, as producers publish it to `agentd.tasks`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// One task: persistent JSON on the default exchange with routing key `agentd.tasks`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskMessage {
+    /// Generated when absent; a second message with the same id never runs the task twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Uuid>,
+    /// A row of `agents`.
+    pub agent_id: Uuid,
+    /// The user's request; must not be blank.
+    pub input: String,
+    /// Groups tasks that are turns of one conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<Uuid>,
+    /// Shown to the model as `context.constraints`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<String>,
+    /// Stream LLM tokens as `llm.delta` events.
+    #[serde(default)]
+    pub stream: bool,
+}

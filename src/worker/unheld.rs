@@ -1,0 +1,138 @@
+//! Ending a task that no worker holds: a rejected message, a cancel that reached the task
+//! before any worker took it, a message the broker dead-lettered after its delivery limit.
+//! The status change and the terminal event are committed in one transaction (so a crash
+//! can never leave an ended task without its event, or the reverse), then the event is
+//! published through the outbox (what is not confirmed, the sweep publishes later).
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::deps::WorkerDeps;
+use super::events::EventLog;
+use super::intake::Rejection;
+use super::outbox;
+use crate::amqp::Publisher;
+use crate::contract::events::{EventData, TaskCancelled, TaskFailed};
+use crate::core::machine::FailReason;
+use crate::store::{self, tasks::NewTask};
+
+/// Where an unheld task's terminal event goes.
+#[derive(Clone, Copy)]
+pub struct Sink<'a> {
+    pub pool: &'a PgPool,
+    pub publisher: &'a Publisher,
+    pub exchange: &'a str,
+}
+
+impl<'a> Sink<'a> {
+    /// The worker's own sink.
+    pub fn of(deps: &'a WorkerDeps) -> Self {
+        Self {
+            pool: &deps.pool,
+            publisher: &deps.publisher,
+            exchange: &deps.names.events_exchange,
+        }
+    }
+}
+
+/// Records a rejected message as the task's end (`rejected`, with `task.failed`) when its
+/// task id is known and the task had not started or ended already.
+pub async fn reject(deps: &WorkerDeps, rejection: &Rejection) -> anyhow::Result<()> {
+    let Some(task_id) = rejection.task_id else {
+        return Ok(());
+    };
+    let task = NewTask {
+        task_id,
+        agent_id: rejection.agent_id,
+        conversation_id: rejection.conversation_id,
+        input: rejection.input.as_deref(),
+        constraints: &[],
+        stream: false,
+    };
+    let sink = Sink::of(deps);
+    let mut tx = sink.pool.begin().await?;
+    if !store::tasks::insert_rejected(&mut tx, &task, &rejection.reason).await? {
+        return Ok(()); // the task started or ended already: this message is a bad duplicate
+    }
+    let failed = TaskFailed {
+        reason: FailReason::Rejected,
+        error: rejection.reason.clone(),
+        iterations: 0,
+        partial: None,
+    };
+    finish(
+        sink,
+        tx,
+        task_id,
+        rejection.agent_id,
+        0,
+        EventData::TaskFailed(failed),
+    )
+    .await
+}
+
+/// Cancels a task no worker has taken yet (a `pending` row, or no row at all while its
+/// message waits in the queue). Returns whether this call ended it.
+pub async fn cancel_unstarted(sink: Sink<'_>, task_id: Uuid) -> anyhow::Result<bool> {
+    let mut tx = sink.pool.begin().await?;
+    let Some(agent_id) = store::tasks::cancel_unstarted(&mut tx, task_id).await? else {
+        return Ok(false);
+    };
+    let cancelled = EventData::TaskCancelled(TaskCancelled { iterations: 0 });
+    finish(sink, tx, task_id, agent_id, 0, cancelled).await?;
+    Ok(true)
+}
+
+/// Ends a task whose message the broker dead-lettered after `worker.max_deliveries`
+/// deliveries (`failed`, reason `delivery_limit`), unless a live worker other than
+/// `dead_owner` holds it. Returns whether this call ended it.
+pub async fn end_by_delivery_limit(
+    sink: Sink<'_>,
+    task_id: Uuid,
+    dead_owner: Option<Uuid>,
+    max_deliveries: u32,
+) -> anyhow::Result<bool> {
+    let error = format!(
+        "the task's message was dead-lettered after {max_deliveries} deliveries \
+         (worker.max_deliveries): each worker that took it stopped before it ended"
+    );
+    let reason = FailReason::DeliveryLimit;
+    let mut tx = sink.pool.begin().await?;
+    let ended =
+        store::tasks::end_unheld(&mut tx, task_id, dead_owner, reason.as_str(), &error).await?;
+    let Some(ended) = ended else {
+        return Ok(false);
+    };
+    let iterations = u32::try_from(ended.iterations).unwrap_or(0);
+    let failed = TaskFailed {
+        reason,
+        error,
+        iterations,
+        partial: None,
+    };
+    let data = EventData::TaskFailed(failed);
+    finish(sink, tx, task_id, ended.agent_id, iterations, data).await?;
+    Ok(true)
+}
+
+/// Stores the terminal event in `tx` after the status change, commits, and publishes every
+/// event of the task not confirmed yet, in seq order (a worker that died may have left
+/// some), the terminal one last.
+async fn finish(
+    sink: Sink<'_>,
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    task_id: Uuid,
+    agent_id: Option<Uuid>,
+    iterations: u32,
+    data: EventData,
+) -> anyhow::Result<()> {
+    let last_seq = store::events::last_seq(&mut tx, task_id).await?;
+    let mut log = EventLog::new(task_id, agent_id, last_seq);
+    log.push(None, Some(iterations), data);
+    let outbound = log.take_outbound();
+    store::events::append(&mut tx, task_id, &outbound.rows()).await?;
+    tx.commit().await?;
+    outbound.observe();
+    outbox::flush_ended(sink.pool, sink.publisher, sink.exchange, task_id).await?;
+    Ok(())
+}
