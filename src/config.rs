@@ -47,6 +47,77 @@ pub struct AmqpSettings {
     pub dead_letter_queue: String,
     pub events_exchange: String,
     pub control_exchange: String,
+    /// Fanout exchange the tasks queue dead-letters through: bound to `dead_letter_queue`
+    /// (kept for operators) and to `deaths_queue` (read by the workers).
+    #[serde(default = "defaults::dead_letter_exchange")]
+    pub dead_letter_exchange: String,
+    /// Where workers learn that the broker dead-lettered a task message (delivery limit).
+    #[serde(default = "defaults::deaths_queue")]
+    pub deaths_queue: String,
+    /// Durable queue bound to `control_exchange`, consumed by the workers in turn: control
+    /// messages published while no worker runs are applied when one starts.
+    #[serde(default = "defaults::control_pending_queue")]
+    pub control_pending_queue: String,
+}
+
+impl AmqpSettings {
+    /// The same topology under names ending with `.{suffix}` (tests, benchmarks).
+    pub fn renamed(&self, suffix: &str) -> Self {
+        let name = |base: &str| format!("{base}.{suffix}");
+        Self {
+            url: self.url.clone(),
+            tasks_queue: name(&self.tasks_queue),
+            dead_letter_queue: name(&self.dead_letter_queue),
+            events_exchange: name(&self.events_exchange),
+            control_exchange: name(&self.control_exchange),
+            dead_letter_exchange: name(&self.dead_letter_exchange),
+            deaths_queue: name(&self.deaths_queue),
+            control_pending_queue: name(&self.control_pending_queue),
+        }
+    }
+
+    /// The `AGENTD__AMQP__*` variables that select this topology.
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("URL", &self.url),
+            ("TASKS_QUEUE", &self.tasks_queue),
+            ("DEAD_LETTER_QUEUE", &self.dead_letter_queue),
+            ("EVENTS_EXCHANGE", &self.events_exchange),
+            ("CONTROL_EXCHANGE", &self.control_exchange),
+            ("DEAD_LETTER_EXCHANGE", &self.dead_letter_exchange),
+            ("DEATHS_QUEUE", &self.deaths_queue),
+            ("CONTROL_PENDING_QUEUE", &self.control_pending_queue),
+        ]
+        .into_iter()
+        .map(|(key, value)| (format!("AGENTD__AMQP__{key}"), value.clone()))
+        .collect()
+    }
+
+    /// Every durable queue of the topology.
+    pub fn queues(&self) -> [&str; 4] {
+        [
+            &self.tasks_queue,
+            &self.dead_letter_queue,
+            &self.deaths_queue,
+            &self.control_pending_queue,
+        ]
+    }
+
+    /// Every exchange of the topology.
+    pub fn exchanges(&self) -> [&str; 3] {
+        [
+            &self.events_exchange,
+            &self.control_exchange,
+            &self.dead_letter_exchange,
+        ]
+    }
+
+    /// The exclusive control queue of the worker `worker_id`: it receives every control
+    /// message, messages addressed to that worker alone, and exists exactly while the
+    /// worker's broker connection does (others check it to tell whether it lives).
+    pub fn worker_control_queue(&self, worker_id: uuid::Uuid) -> String {
+        format!("{}.worker.{worker_id}", self.control_exchange)
+    }
 }
 
 /// PostgreSQL connection.
@@ -99,6 +170,10 @@ pub struct WorkerSettings {
     /// Timeout of one recursion (LLM call with its retries, then its tools), in milliseconds.
     #[serde(default = "defaults::recursion_timeout_ms")]
     pub recursion_timeout_ms: u64,
+    /// A task `running` whose lease expired this long ago (or `pending` untouched this
+    /// long), that no delivery brought back, is re-enqueued by the reconciler.
+    #[serde(default = "defaults::orphan_after_secs")]
+    pub orphan_after_secs: f64,
 }
 
 /// Defaults of keys added after the first release, so older config files still load.
@@ -114,6 +189,18 @@ mod defaults {
     }
     pub fn recursion_timeout_ms() -> u64 {
         30_000
+    }
+    pub fn orphan_after_secs() -> f64 {
+        300.0
+    }
+    pub fn dead_letter_exchange() -> String {
+        "agentd.tasks.dead".to_owned()
+    }
+    pub fn deaths_queue() -> String {
+        "agentd.tasks.deaths".to_owned()
+    }
+    pub fn control_pending_queue() -> String {
+        "agentd.control.pending".to_owned()
     }
 }
 
@@ -199,6 +286,10 @@ impl Settings {
         anyhow::ensure!(
             self.worker.max_message_bytes > 0,
             "worker.max_message_bytes must be > 0"
+        );
+        anyhow::ensure!(
+            self.worker.orphan_after_secs > 0.0,
+            "worker.orphan_after_secs must be > 0"
         );
         self.tools.validate()?;
         self.metrics.address()?;

@@ -18,8 +18,7 @@ pub use publisher::Publisher;
 pub async fn connect_declared(settings: &crate::config::Settings) -> anyhow::Result<Publisher> {
     let broker = Broker::new(&settings.amqp.url);
     let publisher = Publisher::new(Arc::clone(&broker));
-    let channel = publisher.channel().await?;
-    topology::declare(&channel, &settings.amqp, settings.worker.max_deliveries)
+    topology::declare(&broker, &settings.amqp, settings.worker.max_deliveries)
         .await
         .context("declaring the RabbitMQ topology")?;
     Ok(publisher)

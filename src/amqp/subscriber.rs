@@ -1,5 +1,6 @@
-//! Subscribing to a fanout exchange with a private, exclusive queue: what the CLI's `watch`
-//! and `submit --wait`, the gateway and every worker's control consumer do.
+//! Consuming: a fanout exchange through a private, exclusive queue (what the CLI's `watch`
+//! and `submit --wait` and the gateway do), a durable queue shared by the workers (manual
+//! acknowledgements), and a worker's own exclusive queue.
 
 use anyhow::Context;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
@@ -52,4 +53,43 @@ pub async fn consume_fanout(channel: &Channel, exchange: &str) -> anyhow::Result
         )
         .await
         .context("consuming events")
+}
+
+/// Consumes the durable queue `queue` on `channel` with manual acknowledgements, at most
+/// `prefetch` unacknowledged at a time (competing consumers: each message goes to one).
+pub async fn consume_durable(
+    channel: &Channel,
+    queue: &str,
+    prefetch: u16,
+) -> anyhow::Result<Consumer> {
+    channel
+        .basic_qos(prefetch, lapin::options::BasicQosOptions::default())
+        .await
+        .context("setting the prefetch count")?;
+    channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .with_context(|| format!("consuming {queue}"))
+}
+
+/// Consumes the exclusive queue `queue` (declared by the caller) with auto-ack.
+pub async fn consume_exclusive(channel: &Channel, queue: &str) -> anyhow::Result<Consumer> {
+    channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                exclusive: true,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .with_context(|| format!("consuming {queue}"))
 }

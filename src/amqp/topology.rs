@@ -1,30 +1,32 @@
 //! Declares the queues and exchanges agentd needs, so a fresh broker is enough. Declarations
 //! are idempotent; they must use the same arguments everywhere or the broker refuses them.
+//!
+//! ```text
+//! agentd.tasks (quorum, x-delivery-limit) --dead-letter--> agentd.tasks.dead (fanout exchange)
+//!                                                            ├─> agentd.tasks.dead   (kept for operators)
+//!                                                            └─> agentd.tasks.deaths (read by workers)
+//! agentd.control (fanout) ─> agentd.control.pending (durable, workers in turn)
+//!                         └─> agentd.control.worker.<id> (exclusive, one per worker)
+//! agentd.events (fanout) ─> subscribers
+//! ```
 
-use lapin::options::{ExchangeDeclareOptions, QueueDeclareOptions};
+use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, ExchangeKind};
 
+use super::Broker;
 use crate::config::AmqpSettings;
 
-/// The arguments of the tasks queue: quorum, delivery limit, dead-letter route.
-pub fn tasks_queue_arguments(dead_letter_queue: &str, max_deliveries: u32) -> FieldTable {
-    let mut args = FieldTable::default();
-    args.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
+/// The arguments of the tasks queue: quorum, delivery limit, dead-letter exchange.
+pub fn tasks_queue_arguments(dead_letter_exchange: &str, max_deliveries: u32) -> FieldTable {
+    let mut args = quorum();
     args.insert(
         "x-delivery-limit".into(),
         AMQPValue::LongInt(i32::try_from(max_deliveries).unwrap_or(i32::MAX)),
     );
     args.insert(
         "x-dead-letter-exchange".into(),
-        AMQPValue::LongString("".into()),
-    );
-    args.insert(
-        "x-dead-letter-routing-key".into(),
-        AMQPValue::LongString(dead_letter_queue.into()),
+        AMQPValue::LongString(dead_letter_exchange.into()),
     );
     args
 }
@@ -52,35 +54,142 @@ fn durable_exchange() -> ExchangeDeclareOptions {
     }
 }
 
-/// Declares the dead-letter queue, the tasks queue and both fanout exchanges.
+async fn bind(channel: &Channel, queue: &str, exchange: &str) -> lapin::Result<()> {
+    channel
+        .queue_bind(
+            queue.into(),
+            exchange.into(),
+            "".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+}
+
+/// Declares every exchange and durable queue with their bindings. A tasks queue declared
+/// by an older agentd (dead-lettering to the default exchange) is kept as it is, with a
+/// warning: its dead letters still reach `agentd.tasks.dead`, and tasks whose message died
+/// are ended by the reconciler instead (after `worker.orphan_after_secs`).
 pub async fn declare(
-    channel: &Channel,
+    broker: &Broker,
     names: &AmqpSettings,
     max_deliveries: u32,
-) -> lapin::Result<()> {
-    channel
-        .queue_declare(
-            names.dead_letter_queue.as_str().into(),
-            durable_queue(),
-            quorum(),
-        )
-        .await?;
-    channel
-        .queue_declare(
-            names.tasks_queue.as_str().into(),
-            durable_queue(),
-            tasks_queue_arguments(&names.dead_letter_queue, max_deliveries),
-        )
-        .await?;
-    for exchange in [&names.events_exchange, &names.control_exchange] {
+) -> anyhow::Result<()> {
+    let channel = broker.channel().await?;
+    for exchange in names.exchanges() {
         channel
             .exchange_declare(
-                exchange.as_str().into(),
+                exchange.into(),
                 ExchangeKind::Fanout,
                 durable_exchange(),
                 FieldTable::default(),
             )
             .await?;
     }
-    Ok(())
+    for queue in [
+        &names.dead_letter_queue,
+        &names.deaths_queue,
+        &names.control_pending_queue,
+    ] {
+        channel
+            .queue_declare(queue.as_str().into(), durable_queue(), quorum())
+            .await?;
+    }
+    bind(
+        &channel,
+        &names.dead_letter_queue,
+        &names.dead_letter_exchange,
+    )
+    .await?;
+    bind(&channel, &names.deaths_queue, &names.dead_letter_exchange).await?;
+    bind(
+        &channel,
+        &names.control_pending_queue,
+        &names.control_exchange,
+    )
+    .await?;
+    let arguments = tasks_queue_arguments(&names.dead_letter_exchange, max_deliveries);
+    let declared = channel
+        .queue_declare(
+            names.tasks_queue.as_str().into(),
+            durable_queue(),
+            arguments,
+        )
+        .await;
+    match declared {
+        Ok(_) => Ok(()),
+        Err(err) if is_precondition_failed(&err) => {
+            tracing::warn!(queue = %names.tasks_queue, error = %err,
+                "the tasks queue exists with other arguments (an older agentd, or another \
+                 worker.max_deliveries); using it as it is. Delete it while it is empty to \
+                 get the current arguments");
+            let channel = broker.channel().await?;
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            channel
+                .queue_declare(
+                    names.tasks_queue.as_str().into(),
+                    passive,
+                    FieldTable::default(),
+                )
+                .await?;
+            Ok(())
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Declares the worker's own exclusive control queue, bound to the control exchange.
+pub async fn declare_worker_queue(
+    channel: &Channel,
+    names: &AmqpSettings,
+    queue: &str,
+) -> lapin::Result<()> {
+    let exclusive = QueueDeclareOptions {
+        exclusive: true,
+        auto_delete: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue.into(), exclusive, FieldTable::default())
+        .await?;
+    bind(channel, queue, &names.control_exchange).await
+}
+
+/// Whether `queue` exists (a passive declare on a channel of its own, since a missing queue
+/// closes the channel).
+pub async fn queue_exists(broker: &Broker, queue: &str) -> anyhow::Result<bool> {
+    let channel = broker.channel().await?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    match channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+    {
+        Ok(_) => {
+            let _ = channel.close(200, "checked".into()).await;
+            Ok(true)
+        }
+        Err(err) if is_not_found(&err) => Ok(false),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn reply_code(err: &lapin::Error) -> Option<u16> {
+    match err.kind() {
+        lapin::ErrorKind::ProtocolError(amqp) => Some(amqp.get_id()),
+        _ => None,
+    }
+}
+
+fn is_precondition_failed(err: &lapin::Error) -> bool {
+    reply_code(err) == Some(406)
+}
+
+fn is_not_found(err: &lapin::Error) -> bool {
+    reply_code(err) == Some(404)
 }

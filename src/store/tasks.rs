@@ -343,18 +343,26 @@ pub struct EndedUnheld {
     pub iterations: i32,
 }
 
-/// Ends a `pending` or `running` task with `status`, `fail_reason` and `error` unless a
-/// live worker other than `dead_owner` holds its lease. Returns what its terminal event
-/// needs when this call ended it.
+/// How a task no worker holds ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending<'a> {
+    /// `failed` or `cancelled`.
+    pub status: &'static str,
+    pub fail_reason: Option<&'a str>,
+    pub error: Option<&'a str>,
+}
+
+/// Ends a `pending` or `running` task as `ending` says unless a live worker other than
+/// `dead_owner` holds its lease. Returns what its terminal event needs when this call
+/// ended it.
 pub async fn end_unheld(
     conn: &mut PgConnection,
     task_id: Uuid,
     dead_owner: Option<Uuid>,
-    fail_reason: &str,
-    error: &str,
+    ending: Ending<'_>,
 ) -> sqlx::Result<Option<EndedUnheld>> {
     let row: Option<(Option<Uuid>, i32)> = sqlx::query_as(
-        "UPDATE tasks SET status = 'failed', fail_reason = $3, error = $4, \
+        "UPDATE tasks SET status = $3, fail_reason = $4, error = $5, \
                 finished_at = now(), updated_at = now(), checkpoint = NULL, \
                 lease_owner = NULL, lease_until = NULL \
          WHERE task_id = $1 AND status IN ('pending', 'running') \
@@ -363,8 +371,9 @@ pub async fn end_unheld(
     )
     .bind(task_id)
     .bind(dead_owner)
-    .bind(fail_reason)
-    .bind(error)
+    .bind(ending.status)
+    .bind(ending.fail_reason)
+    .bind(ending.error)
     .fetch_optional(conn)
     .await?;
     Ok(row.map(|(agent_id, iterations)| EndedUnheld {

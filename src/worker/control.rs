@@ -1,76 +1,238 @@
-//! The control consumer: every worker binds its own exclusive queue to the `agentd.control`
-//! fanout exchange and cancels the tasks named by `cancel` messages. It reconnects when the
-//! broker connection is lost, until shutdown.
+//! Control messages (CONTRACT §2). Every worker listens in two places:
+//!
+//! - its own exclusive queue `<control_exchange>.worker.<worker_id>`, bound to the control
+//!   fanout: every message reaches every worker this way, and the one running the task acts
+//!   on it at once. Messages can also be addressed to this queue alone, and its existence
+//!   tells other workers that this worker lives.
+//! - the durable queue `control_pending_queue`, also bound to the fanout and consumed by the
+//!   workers in turn: one worker records the outcome in PostgreSQL for a task no worker
+//!   runs (queued, or its worker died), or forwards the message to the queue of the worker
+//!   holding the task's lease (which may have taken the task after the broadcast went by).
+//!   A message published while no worker runs waits there for the first one.
+//!
+//! Both loops reconnect when the broker connection is lost, until shutdown.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use futures::StreamExt;
-use serde::Deserialize;
+use lapin::BasicProperties;
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::deps::WorkerDeps;
 use super::running::RunningTasks;
-use crate::amqp::Broker;
+use super::unheld::{self, Sink};
+use crate::amqp::{self, Broker};
+use crate::contract::ControlMessage;
 
-#[derive(Debug, Deserialize)]
-struct CancelMessage {
-    task_id: Uuid,
-}
+/// Control messages handled at once from the shared queue.
+const PENDING_PREFETCH: u16 = 16;
+/// Pause before a message that could not be applied (database away) is retried.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
 
-/// Consumes control messages until `shutdown`.
+/// Starts both control consumers; they end at `shutdown`.
 pub fn spawn(
-    broker: Arc<Broker>,
-    exchange: String,
+    deps: Arc<WorkerDeps>,
     running: RunningTasks,
     shutdown: CancellationToken,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        while let Some(channel) = broker.channel_with_retry(&shutdown).await {
-            match listen(&channel, &exchange, &running, &shutdown).await {
-                Ok(()) => return,
-                Err(err) => {
-                    tracing::warn!(error = %format!("{err:#}"), "control consumer lost; reconnecting");
-                }
+) -> Vec<JoinHandle<()>> {
+    let own = tokio::spawn(reconnecting(
+        Arc::clone(&deps),
+        shutdown.clone(),
+        "control consumer",
+        {
+            let running = running.clone();
+            move |deps, channel, stop| {
+                let running = running.clone();
+                async move { listen_own(&deps, &channel, &running, &stop).await }
             }
-        }
-    })
+        },
+    ));
+    let pending = tokio::spawn(reconnecting(
+        deps,
+        shutdown,
+        "pending control consumer",
+        move |deps, channel, stop| {
+            let running = running.clone();
+            async move { listen_pending(&deps, &channel, &running, &stop).await }
+        },
+    ));
+    vec![own, pending]
 }
 
-async fn listen(
+/// Runs `listen` on a fresh channel until shutdown, reconnecting when it fails.
+async fn reconnecting<F, Fut>(
+    deps: Arc<WorkerDeps>,
+    shutdown: CancellationToken,
+    what: &'static str,
+    listen: F,
+) where
+    F: Fn(Arc<WorkerDeps>, lapin::Channel, CancellationToken) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let broker = Arc::clone(deps.publisher.broker());
+    while let Some(channel) = broker.channel_with_retry(&shutdown).await {
+        match listen(Arc::clone(&deps), channel, shutdown.clone()).await {
+            Ok(()) => return,
+            Err(err) => tracing::warn!(error = %format!("{err:#}"), "{what} lost; reconnecting"),
+        }
+    }
+}
+
+/// The next delivery, `None` at shutdown.
+async fn next(
+    consumer: &mut lapin::Consumer,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<Delivery>> {
+    tokio::select! {
+        () = shutdown.cancelled() => Ok(None),
+        delivery = consumer.next() => match delivery {
+            Some(Ok(delivery)) => Ok(Some(delivery)),
+            Some(Err(err)) => anyhow::bail!("the consumer failed: {err}"),
+            None => anyhow::bail!("the consumer was cancelled"),
+        },
+    }
+}
+
+fn parse(delivery: &Delivery) -> Option<ControlMessage> {
+    let kind = delivery.properties.kind().as_ref().map(|k| k.as_str());
+    match ControlMessage::parse(kind, &delivery.data) {
+        Ok(message) => Some(message),
+        Err(err) => {
+            tracing::warn!(error = %err, "control message ignored");
+            None
+        }
+    }
+}
+
+async fn listen_own(
+    deps: &WorkerDeps,
     channel: &lapin::Channel,
-    exchange: &str,
     running: &RunningTasks,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut consumer = crate::amqp::subscriber::consume_fanout(channel, exchange)
+    let queue = deps.names.worker_control_queue(deps.worker_id);
+    amqp::topology::declare_worker_queue(channel, &deps.names, &queue)
         .await
-        .context("consuming control messages")?;
-    loop {
-        let delivery = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            delivery = consumer.next() => delivery,
-        };
-        let delivery = match delivery {
-            Some(Ok(delivery)) => delivery,
-            Some(Err(err)) => anyhow::bail!("control consumer failed: {err}"),
-            None => anyhow::bail!("control consumer cancelled"),
-        };
-        let kind = delivery
-            .properties
-            .kind()
-            .as_ref()
-            .map(|kind| kind.as_str());
-        if kind != Some("cancel") {
+        .context("declaring the worker's control queue")?;
+    let mut consumer = amqp::subscriber::consume_exclusive(channel, &queue).await?;
+    while let Some(delivery) = next(&mut consumer, shutdown).await? {
+        let Some(message) = parse(&delivery) else {
             continue;
-        }
-        match serde_json::from_slice::<CancelMessage>(&delivery.data) {
-            Ok(message) => {
-                let here = running.cancel(message.task_id);
-                tracing::info!(task_id = %message.task_id, running_here = here, "cancel requested");
+        };
+        match message {
+            ControlMessage::Cancel(cancel) => {
+                let here = running.cancel(cancel.task_id);
+                tracing::info!(task_id = %cancel.task_id, running_here = here, "cancel requested");
             }
-            Err(err) => tracing::warn!(error = %err, "unreadable cancel message ignored"),
         }
     }
+    Ok(())
+}
+
+async fn listen_pending(
+    deps: &WorkerDeps,
+    channel: &lapin::Channel,
+    running: &RunningTasks,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let queue = &deps.names.control_pending_queue;
+    let mut consumer = amqp::subscriber::consume_durable(channel, queue, PENDING_PREFETCH).await?;
+    while let Some(delivery) = next(&mut consumer, shutdown).await? {
+        let applied = match parse(&delivery) {
+            Some(message) => apply(deps, running, &message).await,
+            None => Ok(()),
+        };
+        let settled = match applied {
+            Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
+            Err(err) => {
+                tracing::warn!(error = %format!("{err:#}"), "control message not applied yet");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                let requeue = BasicNackOptions {
+                    requeue: true,
+                    ..BasicNackOptions::default()
+                };
+                delivery.acker.nack(requeue).await
+            }
+        };
+        settled.context("settling a control message")?;
+    }
+    Ok(())
+}
+
+/// Records the outcome of `message` for a task nobody runs, or hands it to the worker that
+/// holds the task.
+async fn apply(
+    deps: &WorkerDeps,
+    running: &RunningTasks,
+    message: &ControlMessage,
+) -> anyhow::Result<()> {
+    let task_id = message.task_id();
+    match message {
+        ControlMessage::Cancel(_) => {
+            if running.cancel_if_running(task_id) {
+                return Ok(());
+            }
+            if unheld::cancel_unstarted(Sink::of(deps), task_id).await? {
+                tracing::info!(%task_id, "cancelled before any worker took it");
+                return Ok(());
+            }
+            match alive_holder(deps, task_id).await? {
+                Holder::Me => {
+                    running.cancel(task_id);
+                }
+                Holder::Other(owner) => forward(deps, owner, message).await?,
+                Holder::Nobody(dead_owner) => {
+                    if unheld::cancel_unheld(Sink::of(deps), task_id, dead_owner).await? {
+                        tracing::info!(%task_id, "cancelled a task whose worker is gone");
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Who holds a task's lease.
+pub(super) enum Holder {
+    Me,
+    /// Another live worker.
+    Other(Uuid),
+    /// Nobody, or a worker that is gone (its control queue no longer exists).
+    Nobody(Option<Uuid>),
+}
+
+/// Who holds `task_id`'s live lease, checking that another holder still lives.
+pub(super) async fn alive_holder(deps: &WorkerDeps, task_id: Uuid) -> anyhow::Result<Holder> {
+    let Some(owner) = crate::store::tasks::holder(&deps.pool, task_id).await? else {
+        return Ok(Holder::Nobody(None));
+    };
+    if owner == deps.worker_id {
+        return Ok(Holder::Me);
+    }
+    let queue = deps.names.worker_control_queue(owner);
+    match is_alive(deps.publisher.broker(), &queue).await? {
+        true => Ok(Holder::Other(owner)),
+        false => Ok(Holder::Nobody(Some(owner))),
+    }
+}
+
+async fn is_alive(broker: &Broker, queue: &str) -> anyhow::Result<bool> {
+    amqp::topology::queue_exists(broker, queue).await
+}
+
+/// Sends `message` to the control queue of worker `owner` alone.
+async fn forward(deps: &WorkerDeps, owner: Uuid, message: &ControlMessage) -> anyhow::Result<()> {
+    let queue = deps.names.worker_control_queue(owner);
+    let properties = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_type(message.kind().into());
+    deps.publisher
+        .publish("", &queue, &message.body(), properties)
+        .await
 }

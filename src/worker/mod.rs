@@ -10,8 +10,10 @@ pub mod interrupt;
 pub mod outbox;
 
 mod control;
+mod deaths;
 mod delivery;
 mod llm_call;
+mod reconcile;
 mod running;
 mod step_commit;
 mod task_run;
@@ -82,8 +84,47 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let _sidecars = crate::ops::start(&settings, &deps, &shutdown).await?;
     let broker = Arc::clone(deps.publisher.broker());
     serve(deps, &settings, shutdown).await;
-    broker.close().await;
+    if tokio::time::timeout(STOP_WAIT, broker.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the broker connection did not close in time; exiting anyway");
+    }
     Ok(())
+}
+
+/// How long each part of the worker gets to stop once shutdown is decided: nothing on the
+/// way out waits without a bound.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// The loops a worker runs beside its consumer: control messages, dead letters, the
+/// reconciler and the outbox sweep.
+fn spawn_sidecars(
+    deps: &Arc<WorkerDeps>,
+    settings: &Settings,
+    running: &RunningTasks,
+    shutdown: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut loops = control::spawn(Arc::clone(deps), running.clone(), shutdown.clone());
+    loops.push(deaths::spawn(
+        Arc::clone(deps),
+        settings.worker.max_deliveries,
+        shutdown.clone(),
+    ));
+    loops.push(reconcile::spawn(
+        deps.pool.clone(),
+        deps.publisher.clone(),
+        deps.names.tasks_queue.clone(),
+        Duration::from_secs_f64(settings.worker.orphan_after_secs),
+        shutdown.clone(),
+    ));
+    loops.push(tokio::spawn(outbox::sweep_loop(
+        deps.pool.clone(),
+        deps.publisher.clone(),
+        deps.names.events_exchange.clone(),
+        shutdown.clone(),
+    )));
+    loops
 }
 
 /// The consume loop. A lost channel or connection is reopened with backoff while in-flight
@@ -91,14 +132,9 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: CancellationToken) {
     let running = RunningTasks::default();
     let broker = Arc::clone(deps.publisher.broker());
-    let control = control::spawn(
-        Arc::clone(&broker),
-        settings.amqp.control_exchange.clone(),
-        running.clone(),
-        shutdown.clone(),
-    );
     let tracker = TaskTracker::new();
     let deps = Arc::new(deps);
+    let sidecars = spawn_sidecars(&deps, settings, &running, &shutdown);
     tracing::info!(worker_id = %deps.worker_id, queue = %settings.amqp.tasks_queue,
         concurrency = settings.worker.concurrency, "worker started");
     while let Some(channel) = broker.channel_with_retry(&shutdown).await {
@@ -115,9 +151,18 @@ pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: Cancellation
     if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!("grace period over: releasing unfinished tasks for another worker");
         running.release_all();
-        tracker.wait().await;
+        if tokio::time::timeout(STOP_WAIT, tracker.wait())
+            .await
+            .is_err()
+        {
+            // Their leases expire and their messages come back: nothing is lost.
+            tracing::warn!("tasks still stopping; leaving them to their leases");
+        }
     }
-    let _ = control.await;
+    let stopping = futures::future::join_all(sidecars);
+    if tokio::time::timeout(STOP_WAIT, stopping).await.is_err() {
+        tracing::warn!("background loops still stopping; exiting anyway");
+    }
 }
 
 /// Consumes on `channel` until shutdown (`Ok`) or until the channel fails (`Err`).

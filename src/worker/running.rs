@@ -61,6 +61,20 @@ impl RunningTasks {
         false
     }
 
+    /// Cancels a task if it runs here; remembers nothing otherwise.
+    pub fn cancel_if_running(&self, task_id: Uuid) -> bool {
+        let Ok(registry) = self.inner.lock() else {
+            return false;
+        };
+        match registry.running.get(&task_id) {
+            Some(stops) => {
+                stops.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Lets every running task go (shutdown after the grace period).
     pub fn release_all(&self) {
         if let Ok(registry) = self.inner.lock() {

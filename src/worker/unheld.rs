@@ -14,7 +14,8 @@ use super::outbox;
 use crate::amqp::Publisher;
 use crate::contract::events::{EventData, TaskCancelled, TaskFailed};
 use crate::core::machine::FailReason;
-use crate::store::{self, tasks::NewTask};
+use crate::store;
+use crate::store::tasks::{Ending, NewTask, status};
 
 /// Where an unheld task's terminal event goes.
 #[derive(Clone, Copy)]
@@ -97,9 +98,13 @@ pub async fn end_by_delivery_limit(
          (worker.max_deliveries): each worker that took it stopped before it ended"
     );
     let reason = FailReason::DeliveryLimit;
+    let ending = Ending {
+        status: status::FAILED,
+        fail_reason: Some(reason.as_str()),
+        error: Some(&error),
+    };
     let mut tx = sink.pool.begin().await?;
-    let ended =
-        store::tasks::end_unheld(&mut tx, task_id, dead_owner, reason.as_str(), &error).await?;
+    let ended = store::tasks::end_unheld(&mut tx, task_id, dead_owner, ending).await?;
     let Some(ended) = ended else {
         return Ok(false);
     };
@@ -112,6 +117,29 @@ pub async fn end_by_delivery_limit(
     };
     let data = EventData::TaskFailed(failed);
     finish(sink, tx, task_id, ended.agent_id, iterations, data).await?;
+    Ok(true)
+}
+
+/// Cancels a task that is `running` with nobody on it (its worker is gone, `dead_owner`,
+/// or its lease expired). Returns whether this call ended it.
+pub async fn cancel_unheld(
+    sink: Sink<'_>,
+    task_id: Uuid,
+    dead_owner: Option<Uuid>,
+) -> anyhow::Result<bool> {
+    let ending = Ending {
+        status: status::CANCELLED,
+        fail_reason: None,
+        error: None,
+    };
+    let mut tx = sink.pool.begin().await?;
+    let ended = store::tasks::end_unheld(&mut tx, task_id, dead_owner, ending).await?;
+    let Some(ended) = ended else {
+        return Ok(false);
+    };
+    let iterations = u32::try_from(ended.iterations).unwrap_or(0);
+    let cancelled = EventData::TaskCancelled(TaskCancelled { iterations });
+    finish(sink, tx, task_id, ended.agent_id, iterations, cancelled).await?;
     Ok(true)
 }
 

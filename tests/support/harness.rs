@@ -34,10 +34,7 @@ pub fn test_settings(fake: &FakeLlm) -> Settings {
         Settings::load_from(Path::new("config/default.toml"), None).expect("config/default.toml");
     let suffix = Uuid::new_v4().simple().to_string()[..12].to_owned();
     settings.database.url = format!("postgres://postgres@127.0.0.1:5432/agentd_test_{suffix}");
-    settings.amqp.tasks_queue = format!("agentd.tasks.{suffix}");
-    settings.amqp.dead_letter_queue = format!("agentd.tasks.dead.{suffix}");
-    settings.amqp.events_exchange = format!("agentd.events.{suffix}");
-    settings.amqp.control_exchange = format!("agentd.control.{suffix}");
+    settings.amqp = settings.amqp.renamed(&suffix);
     settings.llm.base_url = fake.base_url();
     settings.llm.timeout_ms = 5_000;
     settings.llm.retry.initial_delay_ms = 20;
@@ -280,18 +277,15 @@ impl TestEnv {
         }
         let channel = self.broker.channel().await.expect("channel");
         let names = &self.settings.amqp;
-        for queue in [&names.tasks_queue, &names.dead_letter_queue] {
+        for queue in names.queues() {
             let _ = channel
-                .queue_delete(
-                    queue.as_str().into(),
-                    lapin::options::QueueDeleteOptions::default(),
-                )
+                .queue_delete(queue.into(), lapin::options::QueueDeleteOptions::default())
                 .await;
         }
-        for exchange in [&names.events_exchange, &names.control_exchange] {
+        for exchange in names.exchanges() {
             let _ = channel
                 .exchange_delete(
-                    exchange.as_str().into(),
+                    exchange.into(),
                     lapin::options::ExchangeDeleteOptions::default(),
                 )
                 .await;

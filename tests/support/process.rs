@@ -19,21 +19,8 @@ pub struct WorkerProcess {
 pub fn env_for(settings: &Settings) -> Vec<(String, String)> {
     let retry = &settings.llm.retry;
     let worker = &settings.worker;
-    [
-        ("AMQP__URL", settings.amqp.url.clone()),
-        ("AMQP__TASKS_QUEUE", settings.amqp.tasks_queue.clone()),
-        (
-            "AMQP__DEAD_LETTER_QUEUE",
-            settings.amqp.dead_letter_queue.clone(),
-        ),
-        (
-            "AMQP__EVENTS_EXCHANGE",
-            settings.amqp.events_exchange.clone(),
-        ),
-        (
-            "AMQP__CONTROL_EXCHANGE",
-            settings.amqp.control_exchange.clone(),
-        ),
+    let mut env = settings.amqp.env();
+    let rest = [
         ("DATABASE__URL", settings.database.url.clone()),
         ("LLM__BASE_URL", settings.llm.base_url.clone()),
         ("LLM__TIMEOUT_MS", settings.llm.timeout_ms.to_string()),
@@ -57,10 +44,16 @@ pub fn env_for(settings: &Settings) -> Vec<(String, String)> {
             "WORKER__RECURSION_TIMEOUT_MS",
             worker.recursion_timeout_ms.to_string(),
         ),
-    ]
-    .into_iter()
-    .map(|(key, value)| (format!("AGENTD__{key}"), value))
-    .collect()
+        (
+            "WORKER__ORPHAN_AFTER_SECS",
+            worker.orphan_after_secs.to_string(),
+        ),
+    ];
+    env.extend(
+        rest.into_iter()
+            .map(|(key, value)| (format!("AGENTD__{key}"), value)),
+    );
+    env
 }
 
 impl WorkerProcess {

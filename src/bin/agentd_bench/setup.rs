@@ -50,11 +50,7 @@ impl BenchEnv {
         let database = format!("agentd_bench_{suffix}");
         let admin_url = with_database(&settings.database.url, "postgres")?;
         settings.database.url = with_database(&settings.database.url, &database)?;
-        let names = &mut settings.amqp;
-        names.tasks_queue = format!("agentd.bench.{suffix}.tasks");
-        names.dead_letter_queue = format!("agentd.bench.{suffix}.tasks.dead");
-        names.events_exchange = format!("agentd.bench.{suffix}.events");
-        names.control_exchange = format!("agentd.bench.{suffix}.control");
+        settings.amqp = settings.amqp.renamed(&format!("bench.{suffix}"));
         settings.llm.base_url = llm_base_url;
         settings.worker.concurrency = concurrency;
         let pool = store::prepare(&settings.database.url, 4)
@@ -99,11 +95,6 @@ impl BenchEnv {
     pub fn worker_env(&self, db_pool: Option<u32>) -> Vec<(String, String)> {
         let s = &self.settings;
         let mut env = vec![
-            ("AMQP__URL", s.amqp.url.clone()),
-            ("AMQP__TASKS_QUEUE", s.amqp.tasks_queue.clone()),
-            ("AMQP__DEAD_LETTER_QUEUE", s.amqp.dead_letter_queue.clone()),
-            ("AMQP__EVENTS_EXCHANGE", s.amqp.events_exchange.clone()),
-            ("AMQP__CONTROL_EXCHANGE", s.amqp.control_exchange.clone()),
             ("DATABASE__URL", s.database.url.clone()),
             ("LLM__BASE_URL", s.llm.base_url.clone()),
             ("WORKER__CONCURRENCY", s.worker.concurrency.to_string()),
@@ -112,9 +103,12 @@ impl BenchEnv {
         if let Some(size) = db_pool {
             env.push(("DATABASE__MAX_CONNECTIONS", size.to_string()));
         }
-        env.into_iter()
-            .map(|(key, value)| (format!("AGENTD__{key}"), value))
-            .collect()
+        let mut all = s.amqp.env();
+        all.extend(
+            env.into_iter()
+                .map(|(key, value)| (format!("AGENTD__{key}"), value)),
+        );
+        all
     }
 
     /// Consumers on the tasks queue right now (the worker is ready when it has one).
@@ -141,15 +135,15 @@ impl BenchEnv {
         let names = &self.settings.amqp;
         match self.broker().channel().await {
             Ok(channel) => {
-                for queue in [&names.tasks_queue, &names.dead_letter_queue] {
+                for queue in names.queues() {
                     let options = QueueDeleteOptions::default();
-                    if let Err(err) = channel.queue_delete(queue.as_str().into(), options).await {
+                    if let Err(err) = channel.queue_delete(queue.into(), options).await {
                         eprintln!("[bench] could not delete the queue {queue}: {err}");
                     }
                 }
-                for exchange in [&names.events_exchange, &names.control_exchange] {
+                for exchange in names.exchanges() {
                     let options = ExchangeDeleteOptions::default();
-                    let deleted = channel.exchange_delete(exchange.as_str().into(), options);
+                    let deleted = channel.exchange_delete(exchange.into(), options);
                     if let Err(err) = deleted.await {
                         eprintln!("[bench] could not delete the exchange {exchange}: {err}");
                     }

@@ -1,0 +1,101 @@
+//! Task messages the broker dead-lettered (CONTRACT §3: reason `delivery_limit`). The tasks
+//! queue dead-letters through a fanout exchange into `agentd.tasks.dead` (kept for
+//! operators) and into `deaths_queue`, which the workers consume in turn: the task of a
+//! message that died ends `failed`, reason `delivery_limit`, with its terminal event, within
+//! seconds, unless a live worker still holds it (a consumer cut by the broker's
+//! `consumer_timeout` while its worker runs on: that worker finishes the task).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::control::{Holder, alive_holder};
+use super::deps::WorkerDeps;
+use super::unheld::{self, Sink};
+use crate::amqp;
+
+/// Dead letters handled at once.
+const PREFETCH: u16 = 8;
+
+/// Consumes the deaths queue until `shutdown`, reconnecting when the broker is lost.
+pub fn spawn(
+    deps: Arc<WorkerDeps>,
+    max_deliveries: u32,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let broker = Arc::clone(deps.publisher.broker());
+        while let Some(channel) = broker.channel_with_retry(&shutdown).await {
+            match listen(&deps, &channel, max_deliveries, &shutdown).await {
+                Ok(()) => return,
+                Err(err) => {
+                    tracing::warn!(error = %format!("{err:#}"), "deaths consumer lost; reconnecting")
+                }
+            }
+        }
+    })
+}
+
+async fn listen(
+    deps: &WorkerDeps,
+    channel: &lapin::Channel,
+    max_deliveries: u32,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let queue = &deps.names.deaths_queue;
+    let mut consumer = amqp::subscriber::consume_durable(channel, queue, PREFETCH).await?;
+    loop {
+        let delivery = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            delivery = consumer.next() => delivery,
+        };
+        let delivery = match delivery {
+            Some(Ok(delivery)) => delivery,
+            Some(Err(err)) => anyhow::bail!("the deaths consumer failed: {err}"),
+            None => anyhow::bail!("the deaths consumer was cancelled"),
+        };
+        let settled = match task_of(&delivery.data) {
+            None => delivery.acker.ack(BasicAckOptions::default()).await,
+            Some(task_id) => match end(deps, task_id, max_deliveries).await {
+                Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
+                Err(err) => {
+                    tracing::warn!(%task_id, error = %format!("{err:#}"),
+                        "could not end a dead-lettered task yet");
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                    let requeue = BasicNackOptions {
+                        requeue: true,
+                        ..BasicNackOptions::default()
+                    };
+                    delivery.acker.nack(requeue).await
+                }
+            },
+        };
+        settled?;
+    }
+}
+
+/// The task id of a dead task message, when it names one.
+fn task_of(body: &[u8]) -> Option<Uuid> {
+    let message: Value = serde_json::from_slice(body).ok()?;
+    message.get("task_id")?.as_str()?.parse().ok()
+}
+
+async fn end(deps: &WorkerDeps, task_id: Uuid, max_deliveries: u32) -> anyhow::Result<()> {
+    let dead_owner = match alive_holder(deps, task_id).await? {
+        Holder::Me | Holder::Other(_) => {
+            tracing::info!(%task_id, "task message dead-lettered while a live worker runs it");
+            return Ok(());
+        }
+        Holder::Nobody(owner) => owner,
+    };
+    let sink = Sink::of(deps);
+    if unheld::end_by_delivery_limit(sink, task_id, dead_owner, max_deliveries).await? {
+        tracing::warn!(%task_id, "task ended: its message was dead-lettered (delivery limit)");
+    }
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! The reconciler: no task stays `running` or `pending` with nobody on it. A task whose
+//! worker died and whose message no delivery brings back (a message lost with a broker
+//! that was not a cluster, a requeue that failed) is re-enqueued once it has been left
+//! alone for `worker.orphan_after_secs`. Every worker runs the loop; one at a time works
+//! (an advisory lock), at least every `orphan_after_secs`. A duplicate message is harmless:
+//! the task id is the idempotency key and the lease fences the runner.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::amqp::Publisher;
+use crate::contract::TaskMessage;
+use crate::store::{self, reconcile::Orphan};
+
+/// Orphans re-enqueued per round.
+const BATCH: i64 = 200;
+
+/// How often a worker tries to reconcile: a quarter of `orphan_after`, between 1 s and 60 s.
+pub fn period(orphan_after: Duration) -> Duration {
+    (orphan_after / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+}
+
+/// Reconciles every [`period`] until `stop`.
+pub fn spawn(
+    pool: PgPool,
+    publisher: Publisher,
+    tasks_queue: String,
+    orphan_after: Duration,
+    stop: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(period(orphan_after)) => {}
+            }
+            let round = reconcile_once(&pool, &publisher, &tasks_queue, orphan_after);
+            let done = tokio::select! {
+                () = stop.cancelled() => return,
+                done = round => done,
+            };
+            match done {
+                Ok(0) => {}
+                Ok(count) => tracing::warn!(count, "re-enqueued orphaned tasks"),
+                Err(err) => tracing::warn!(error = %format!("{err:#}"), "reconciling failed"),
+            }
+        }
+    })
+}
+
+/// One round: re-enqueues the orphans (if no other worker reconciles right now).
+pub async fn reconcile_once(
+    pool: &PgPool,
+    publisher: &Publisher,
+    tasks_queue: &str,
+    orphan_after: Duration,
+) -> anyhow::Result<usize> {
+    let mut tx = pool.begin().await?;
+    if !store::reconcile::try_lock(&mut tx).await? {
+        return Ok(0);
+    }
+    let orphans =
+        store::reconcile::take_orphans(&mut tx, orphan_after.as_secs_f64(), BATCH).await?;
+    let mut sent = 0;
+    for orphan in &orphans {
+        let Some(message) = message_of(orphan) else {
+            tracing::warn!(task_id = %orphan.task_id, "orphan without agent or input left alone");
+            continue;
+        };
+        let body = serde_json::to_vec(&message)?;
+        // A failed publish rolls the round back: the orphans are found again next time.
+        publisher.publish_task(tasks_queue, &body).await?;
+        tracing::info!(task_id = %orphan.task_id, status = %orphan.status, "orphan re-enqueued");
+        sent += 1;
+    }
+    tx.commit().await?;
+    Ok(sent)
+}
+
+/// The task message that brings an orphan back.
+fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
+    Some(TaskMessage {
+        task_id: Some(orphan.task_id),
+        agent_id: orphan.agent_id?,
+        input: orphan.input.clone()?,
+        conversation_id: orphan.conversation_id,
+        constraints: serde_json::from_value(orphan.constraints.clone()).unwrap_or_default(),
+        stream: orphan.stream,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_period_is_a_quarter_of_the_orphan_age_within_bounds() {
+        assert_eq!(period(Duration::from_secs(300)), Duration::from_secs(60));
+        assert_eq!(period(Duration::from_secs(40)), Duration::from_secs(10));
+        assert_eq!(period(Duration::from_secs(2)), Duration::from_secs(1));
+    }
+}
