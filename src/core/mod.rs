@@ -11,6 +11,7 @@ pub mod machine;
 pub mod outcome;
 mod plan;
 pub mod prompt;
+mod reasoning;
 pub mod record;
 pub mod retry;
 pub mod state;
