@@ -11,6 +11,8 @@ pub mod machine;
 pub mod outcome;
 mod plan;
 pub mod prompt;
+#[cfg(test)]
+mod prop_tests;
 mod reasoning;
 pub mod record;
 pub mod retry;
