@@ -1,15 +1,16 @@
 //! Parsing one LLM reply into the recursion's observe / thought / action (seed 002 §4).
-//! Tolerant where real models stray (fences, prose, action_type case, `PLAN`, native tool
-//! calls with empty, prose-only or arguments-only content, seed 000's `action.result`
-//! nesting, integer step ids), strict where the machine needs data, and never panicking:
+//! Tolerant where real models stray (fences, prose, a leading `<think>` reasoning block,
+//! action_type case, `PLAN`, native tool calls with empty, prose-only or arguments-only
+//! content, seed 000's `action.result` nesting, integer step ids, a draft followed by a
+//! single ANSWER), strict where the machine needs data, and never panicking:
 //! every rejection is a [`ReplyError`] whose text becomes the recursion's `error_log`,
 //! written so the model can fix its next reply.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::core::extract::{ExtractError, find_json_object, looks_like_reply};
-use crate::core::fields::{Fields, excerpt};
+use crate::core::extract::{ExtractError, NAMED_REPLIES, find_reply_object, looks_like_reply};
+use crate::core::fields::Fields;
 use crate::core::state::StepStatus;
 use crate::core::types::{LlmReply, ToolCallRequest};
 
@@ -107,6 +108,26 @@ pub enum ReplyError {
          content must be exactly one JSON object, starting with {{ and ending with }}"
     )]
     NoJsonObject { excerpt: String },
+    /// A `<think>` reasoning block was opened and never closed, so no reply followed it.
+    #[error(
+        "reply rejected: the content opened a <think> reasoning block and never closed it, so \
+         it held no reply; end the reasoning with </think> and write the one JSON object \
+         (observe, thought, action, abstract) after it"
+    )]
+    UnclosedReasoning,
+    /// Nothing followed the reasoning block.
+    #[error(
+        "reply rejected: nothing followed the reasoning block; after </think>, write the one \
+         JSON object with observe, thought, action {{action_type, output}} and abstract"
+    )]
+    NothingAfterReasoning,
+    /// Several different reply objects, and not exactly one ANSWER among them to take.
+    #[error(
+        "reply rejected: the reply held {count} JSON objects ({action_types}) and must hold \
+         exactly one; choose one action and write only its object (to call several tools, \
+         use one CALL_TOOL object with several native tool_calls)"
+    )]
+    SeveralReplyObjects { count: usize, action_types: String },
     /// The object is not valid JSON.
     #[error(
         "reply rejected: invalid JSON: {message}; output one complete JSON object, do not put \
@@ -172,19 +193,43 @@ pub fn parse_reply(reply: &LlmReply) -> Result<ParsedReply, ReplyError> {
             false => Err(ReplyError::Empty),
         };
     }
-    let object = match find_json_object(content) {
+    let object = match find_reply_object(content) {
         // Some models echo the tool arguments as content: that is not a failed reply.
         Ok(object) if has_calls && !looks_like_reply(&object) => return Ok(bare_tool_calls(reply)),
         Ok(object) => object,
-        Err(ExtractError::NoObject) if has_calls => return Ok(bare_tool_calls(reply)),
-        Err(ExtractError::NoObject) => {
-            return Err(ReplyError::NoJsonObject {
-                excerpt: excerpt(content, 120),
-            });
-        }
-        Err(ExtractError::Invalid(message)) => return Err(ReplyError::InvalidJson { message }),
+        // Reasoning or prose around native tool calls: the calls are the reply.
+        Err(
+            ExtractError::NoObject { .. }
+            | ExtractError::UnclosedReasoning
+            | ExtractError::NothingAfterReasoning,
+        ) if has_calls => return Ok(bare_tool_calls(reply)),
+        Err(error) => return Err(error.into()),
     };
     parse_object(object, reply)
+}
+
+impl From<ExtractError> for ReplyError {
+    fn from(error: ExtractError) -> Self {
+        match error {
+            ExtractError::NoObject { excerpt } => Self::NoJsonObject { excerpt },
+            ExtractError::Invalid(message) => Self::InvalidJson { message },
+            ExtractError::UnclosedReasoning => Self::UnclosedReasoning,
+            ExtractError::NothingAfterReasoning => Self::NothingAfterReasoning,
+            ExtractError::SeveralReplies {
+                count,
+                action_types,
+            } => {
+                let mut named = action_types.join(", ");
+                if count > NAMED_REPLIES {
+                    named.push_str(", …");
+                }
+                Self::SeveralReplyObjects {
+                    count,
+                    action_types: named,
+                }
+            }
+        }
+    }
 }
 
 /// Tool calls with no JSON content: accepted as CALL_TOOL (real models do this).
@@ -228,13 +273,8 @@ fn parse_action(root: &Fields<'_>, reply: &LlmReply) -> Result<Action, ReplyErro
         action = action.object("result", "an object {action_type, output}")?;
     }
     let found = action.string("action_type", "one of CALL_TOOL, RE_PLAN, REFLECT, ANSWER")?;
-    let normalized = found.trim().to_ascii_uppercase().replace(['-', ' '], "_");
-    let kind = match normalized.as_str() {
-        "CALL_TOOL" | "CALLTOOL" => "CALL_TOOL",
-        "RE_PLAN" | "REPLAN" | "PLAN" => "RE_PLAN",
-        "REFLECT" => "REFLECT",
-        "ANSWER" => "ANSWER",
-        _ => return Err(ReplyError::UnknownActionType { found }),
+    let Some(kind) = canonical_action_type(&found) else {
+        return Err(ReplyError::UnknownActionType { found });
     };
     match (kind, reply.tool_calls.is_empty()) {
         ("CALL_TOOL", true) => return Err(ReplyError::CallToolWithoutToolCalls),
@@ -257,6 +297,19 @@ fn parse_action(root: &Fields<'_>, reply: &LlmReply) -> Result<Action, ReplyErro
         _ => Ok(Action::Answer {
             answer: output.text("answer", "a non-empty string: the final answer")?,
         }),
+    }
+}
+
+/// The wire name of an action_type as models write it (any case, `-` or space for `_`,
+/// `PLAN` and the unseparated spellings), or `None` when it is none of the four.
+pub(crate) fn canonical_action_type(found: &str) -> Option<&'static str> {
+    let normalized = found.trim().to_ascii_uppercase().replace(['-', ' '], "_");
+    match normalized.as_str() {
+        "CALL_TOOL" | "CALLTOOL" => Some("CALL_TOOL"),
+        "RE_PLAN" | "REPLAN" | "PLAN" => Some("RE_PLAN"),
+        "REFLECT" => Some("REFLECT"),
+        "ANSWER" => Some("ANSWER"),
+        _ => None,
     }
 }
 
@@ -321,3 +374,6 @@ fn status_at(at: &Fields<'_>, text: &str, allowed: &str) -> Result<StepStatus, R
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod reasoning_tests;

@@ -1,63 +1,247 @@
-//! Locating the JSON object in a model's reply content. Models wrap it in ``` fences or
-//! surround it with prose despite the prompt, so the content is scanned for balanced
-//! top-level `{...}` spans (respecting JSON strings and escapes) and each is tried in turn.
-//! Never panics, and the whole scan is linear: candidates never overlap.
+//! Locating the reply object in a model's reply content. Models wrap it in ``` fences,
+//! surround it with prose, put a `<think>` reasoning block before it (see `reasoning.rs`)
+//! or write several objects despite the prompt, so:
+//!
+//! 1. the reasoning is cut off: the reply is what follows the last closing tag, unless that
+//!    tag lies inside the reply object itself (a model mentioning `</think>` in its
+//!    `thought`), in which case the cut moves back to one of the few previous tags;
+//! 2. the rest is scanned for balanced top-level `{...}` spans (respecting JSON strings and
+//!    escapes) and each is parsed;
+//! 3. objects carrying a reply key are the reply objects: one (or several identical ones)
+//!    is the reply; among several different ones, a single ANSWER wins (the model drafted,
+//!    then concluded), anything else is rejected rather than acting on an arbitrary one.
+//!
+//! Never panics, and the work is linear: candidates never overlap and at most
+//! `1 + EARLIER_CUTS` passes run over the content.
 
 use serde_json::{Map, Value};
+
+use crate::core::action::canonical_action_type;
+use crate::core::fields::excerpt;
+use crate::core::reasoning::ReasoningTags;
 
 /// Why no usable object was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ExtractError {
-    /// The content has no `{` at all.
-    NoObject,
+    /// The text after any reasoning has no `{` at all; `excerpt` is how that text begins.
+    NoObject { excerpt: String },
     /// Candidates were found but none is valid JSON; the message describes the longest one
     /// (the one most likely meant as the reply), with serde's line and column.
     Invalid(String),
+    /// Several different reply objects and not exactly one distinct ANSWER among them;
+    /// `action_types` names the first few (see [`NAMED_REPLIES`]).
+    SeveralReplies {
+        count: usize,
+        action_types: Vec<String>,
+    },
+    /// A reasoning block was opened and never closed: the content is all reasoning.
+    UnclosedReasoning,
+    /// Nothing but whitespace followed the reasoning.
+    NothingAfterReasoning,
 }
 
 /// Keys that mark an object as the reply rather than some object quoted in prose.
 const REPLY_KEYS: [&str; 3] = ["action", "observe", "thought"];
 
-/// Finds the reply object in `content`: the first valid object carrying a reply key; else,
-/// if a candidate failed to parse, that failure; else the first valid object at all.
-pub(crate) fn find_json_object(content: &str) -> Result<Map<String, Value>, ExtractError> {
-    let bytes = content.as_bytes();
-    let mut first_valid: Option<Map<String, Value>> = None;
-    let mut longest_failure: Option<(usize, String)> = None;
-    let mut from = 0;
-    while let Some(offset) = content.get(from..).and_then(|rest| rest.find('{')) {
-        let start = from + offset;
-        let end = balanced_end(bytes, start).unwrap_or(bytes.len());
-        let candidate = content.get(start..end).unwrap_or_default();
-        match serde_json::from_str::<Value>(candidate) {
-            Ok(Value::Object(map)) if looks_like_reply(&map) => {
-                return Ok(map);
-            }
-            Ok(Value::Object(map)) => {
-                first_valid.get_or_insert(map);
-            }
-            Ok(_) => {}
-            Err(error) => {
-                if longest_failure
-                    .as_ref()
-                    .is_none_or(|(len, _)| candidate.len() > *len)
-                {
-                    longest_failure = Some((candidate.len(), describe(&error)));
-                }
-            }
-        }
-        from = end.max(start + 1);
+/// Previous closing tags tried when the text after the last one holds no reply object.
+/// Bounds the passes over the content: a reply quoting the tag more than this is rare.
+const EARLIER_CUTS: usize = 3;
+
+/// How many action types a [`ExtractError::SeveralReplies`] names.
+pub(crate) const NAMED_REPLIES: usize = 8;
+
+/// Finds the reply object in `content` (see the module doc): the reply object; else, if a
+/// candidate failed to parse, that failure; else the first valid object at all (tool
+/// arguments echoed as content).
+pub(crate) fn find_reply_object(content: &str) -> Result<Map<String, Value>, ExtractError> {
+    let tags = ReasoningTags::find(content);
+    if tags.unclosed() {
+        return Err(ExtractError::UnclosedReasoning);
     }
-    match (longest_failure, first_valid) {
-        (Some((_, message)), _) => Err(ExtractError::Invalid(message)),
-        (None, Some(map)) => Ok(map),
-        (None, None) => Err(ExtractError::NoObject),
+    let Some(last) = tags.closings.last() else {
+        return Scan::run(content, 0, 0).choose(content);
+    };
+    let after = content.get(last.end..).unwrap_or_default();
+    let latest = Scan::run(content, last.end, last.end);
+    if latest.replies.count > 0 {
+        return latest.choose(after);
     }
+    if let Some(scan) = reply_spanning_a_tag(content, &tags) {
+        return scan.choose(content);
+    }
+    match after.trim().is_empty() {
+        true => Err(ExtractError::NothingAfterReasoning),
+        false => latest.choose(after),
+    }
+}
+
+/// When the text after the last closing tag holds no reply object, that tag may lie inside
+/// a string of the reply itself. Tries the cut before each of the few previous tags (the
+/// content's start when no opening tag made it reasoning) and keeps a pass whose reply
+/// object spans the tag after its cut; objects ending before that tag are reasoning and
+/// ignored.
+fn reply_spanning_a_tag(content: &str, tags: &ReasoningTags) -> Option<Scan> {
+    let closings = &tags.closings;
+    // With an opening tag, everything before the first closing tag is reasoning.
+    let first_spanned = usize::from(tags.opened);
+    (first_spanned..closings.len())
+        .rev()
+        .take(EARLIER_CUTS)
+        .find_map(|spanned| {
+            let tag = closings.get(spanned)?;
+            let cut = match spanned.checked_sub(1) {
+                Some(previous) => closings.get(previous)?.end,
+                None => 0,
+            };
+            let scan = Scan::run(content, cut, tag.start + 1);
+            scan.replies
+                .first_start
+                .is_some_and(|start| start < tag.start)
+                .then_some(scan)
+        })
 }
 
 /// Whether `map` carries any of the reply's keys (`action`, `observe`, `thought`).
 pub(crate) fn looks_like_reply(map: &Map<String, Value>) -> bool {
     REPLY_KEYS.iter().any(|key| map.contains_key(*key))
+}
+
+/// What one pass over the content found.
+#[derive(Debug, Default)]
+struct Scan {
+    replies: Replies,
+    /// The first valid object without a reply key.
+    first_other: Option<Map<String, Value>>,
+    /// The longest candidate that is not valid JSON: its length and serde's description.
+    longest_failure: Option<(usize, String)>,
+}
+
+impl Scan {
+    /// Scans `content` from byte `from`, skipping candidates that end at or before
+    /// `ignore_before` (the reasoning before a closing tag).
+    fn run(content: &str, from: usize, ignore_before: usize) -> Self {
+        let bytes = content.as_bytes();
+        let mut scan = Self::default();
+        let mut from = from;
+        while let Some(offset) = content.get(from..).and_then(|rest| rest.find('{')) {
+            let start = from + offset;
+            let end = balanced_end(bytes, start).unwrap_or(bytes.len());
+            if end > ignore_before {
+                scan.take(start, content.get(start..end).unwrap_or_default());
+            }
+            from = end.max(start + 1);
+        }
+        scan
+    }
+
+    /// Parses one candidate, starting at byte `start`, and files it.
+    fn take(&mut self, start: usize, candidate: &str) {
+        match serde_json::from_str::<Value>(candidate) {
+            Ok(Value::Object(map)) if looks_like_reply(&map) => self.replies.add(start, map),
+            Ok(Value::Object(map)) => {
+                self.first_other.get_or_insert(map);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                if self
+                    .longest_failure
+                    .as_ref()
+                    .is_none_or(|(len, _)| candidate.len() > *len)
+                {
+                    self.longest_failure = Some((candidate.len(), describe(&error)));
+                }
+            }
+        }
+    }
+
+    /// The outcome of the pass; `text` is the scanned text, quoted when it has no `{`.
+    fn choose(self, text: &str) -> Result<Map<String, Value>, ExtractError> {
+        if let Some(chosen) = self.replies.choose() {
+            return chosen;
+        }
+        match (self.longest_failure, self.first_other) {
+            (Some((_, message)), _) => Err(ExtractError::Invalid(message)),
+            (None, Some(map)) => Ok(map),
+            (None, None) => Err(ExtractError::NoObject {
+                excerpt: excerpt(text.trim(), 120),
+            }),
+        }
+    }
+}
+
+/// The reply objects of one pass. Only the first reply and the first ANSWER are kept;
+/// later ones are compared with them, so memory stays bounded by those two.
+#[derive(Debug, Default)]
+struct Replies {
+    count: usize,
+    /// Where the first reply object starts (byte offset in the content).
+    first_start: Option<usize>,
+    /// The action types of the first [`NAMED_REPLIES`] reply objects.
+    action_types: Vec<String>,
+    first: Option<Map<String, Value>>,
+    /// Whether some reply object differs from the first.
+    differ: bool,
+    first_answer: Option<Map<String, Value>>,
+    /// Whether some ANSWER object differs from the first ANSWER.
+    answers_differ: bool,
+}
+
+impl Replies {
+    fn add(&mut self, start: usize, map: Map<String, Value>) {
+        self.count += 1;
+        self.first_start.get_or_insert(start);
+        let action_type = action_type_of(&map);
+        if action_type == "ANSWER" {
+            match &self.first_answer {
+                None => self.first_answer = Some(map.clone()),
+                Some(answer) if !self.answers_differ => self.answers_differ = *answer != map,
+                Some(_) => {}
+            }
+        }
+        if self.action_types.len() < NAMED_REPLIES {
+            self.action_types.push(action_type);
+        }
+        match &self.first {
+            None => self.first = Some(map),
+            Some(first) if !self.differ => self.differ = *first != map,
+            Some(_) => {}
+        }
+    }
+
+    /// `None` without reply objects; else the reply, or why several are rejected.
+    fn choose(self) -> Option<Result<Map<String, Value>, ExtractError>> {
+        let first = self.first?;
+        if !self.differ {
+            return Some(Ok(first));
+        }
+        Some(match self.first_answer {
+            Some(answer) if !self.answers_differ => Ok(answer),
+            _ => Err(ExtractError::SeveralReplies {
+                count: self.count,
+                action_types: self.action_types,
+            }),
+        })
+    }
+}
+
+/// How a reply object's action is named in errors: its canonical action_type (seed 000's
+/// `action.result` nesting included), else what the model wrote, quoted.
+fn action_type_of(reply: &Map<String, Value>) -> String {
+    let action = present(reply.get("action"));
+    let found = present(action.and_then(|a| a.get("action_type"))).or_else(|| {
+        let result = present(action.and_then(|a| a.get("result")));
+        present(result.and_then(|r| r.get("action_type")))
+    });
+    match found {
+        Some(Value::String(text)) => canonical_action_type(text)
+            .map_or_else(|| format!("{:?}", excerpt(text, 40)), str::to_owned),
+        _ => "no action_type".to_owned(),
+    }
+}
+
+/// `value` unless it is JSON null, which counts as absent (as in `fields.rs`).
+fn present(value: Option<&Value>) -> Option<&Value> {
+    value.filter(|value| !value.is_null())
 }
 
 /// The index just past the `}` closing the `{` at `start`, or `None` if the text ends first.
@@ -101,87 +285,4 @@ fn describe(error: &serde_json::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn find(content: &str) -> Result<Value, ExtractError> {
-        find_json_object(content).map(Value::Object)
-    }
-
-    #[test]
-    fn plain_object_is_found() {
-        assert_eq!(find(r#"{"observe":"x"}"#).unwrap()["observe"], "x");
-    }
-
-    #[test]
-    fn fenced_object_and_prose_are_tolerated() {
-        let content = "Sure! Here it is:\n```json\n{\"observe\": \"a\"}\n```\nDone.";
-        assert_eq!(find(content).unwrap()["observe"], "a");
-    }
-
-    #[test]
-    fn braces_and_escaped_quotes_inside_strings_do_not_confuse_the_scan() {
-        let content = r#"note {x} then {"observe": "a } \" { b", "thought": "\\"} trailing }"#;
-        let value = find(content).unwrap();
-        assert_eq!(value["observe"], "a } \" { b");
-        assert_eq!(value["thought"], "\\");
-    }
-
-    #[test]
-    fn reply_object_is_preferred_over_an_empty_object_in_prose() {
-        let content = r#"output is {} and {"action": {"action_type": "ANSWER"}}"#;
-        assert!(find(content).unwrap().get("action").is_some());
-    }
-
-    #[test]
-    fn inner_objects_of_a_broken_reply_are_not_mistaken_for_it() {
-        let content = r#"{"observe": "say "hi"", "action": {"action_type": "ANSWER"}}"#;
-        match find(content) {
-            Err(ExtractError::Invalid(message)) => assert!(message.contains("line 1")),
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-
-    #[test]
-    fn truncated_object_is_reported_as_incomplete() {
-        match find(r#"{"observe": "a", "action": {"#) {
-            Err(ExtractError::Invalid(message)) => assert!(message.contains("incomplete")),
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-
-    #[test]
-    fn no_brace_means_no_object() {
-        assert_eq!(find("just words"), Err(ExtractError::NoObject));
-        assert_eq!(find(""), Err(ExtractError::NoObject));
-    }
-
-    #[test]
-    fn multibyte_text_around_the_object_is_fine() {
-        let content = "好的：{\"observe\": \"观察 }\"} 完成";
-        assert_eq!(find(content).unwrap()["observe"], "观察 }");
-    }
-
-    #[test]
-    fn odd_inputs_never_panic() {
-        let inputs = [
-            "{",
-            "}",
-            "{{{{",
-            "}}}}{",
-            "\"{\"",
-            "{\"",
-            "{\\",
-            "{\"a\":\"\\",
-            "[{}]",
-            "{]",
-            "\u{0}{\u{0}}",
-            "{\"a\":1}}}}",
-            "```json\n{\n```",
-            "{\"a\":{\"b\":[1,2,{]}}",
-        ];
-        for input in inputs {
-            let _ = find_json_object(input);
-        }
-    }
-}
+mod tests;

@@ -1,5 +1,6 @@
 //! The size limits of one task's LLM requests ([`Limits`]), the token estimate the machine
-//! budgets with, and the trimming helpers that cut oversized text with a visible marker.
+//! budgets with, and the trimming helpers that cut oversized text with a visible marker and
+//! keep values nested too deep as their text ([`MAX_JSON_DEPTH`]).
 //!
 //! # Token estimate
 //!
@@ -16,6 +17,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::core::types::ChatMessage;
+
+/// The deepest nesting of arrays and objects the machine keeps in a value from outside (a
+/// tool result, the reply object): serde_json refuses to read more than 128 levels, and the
+/// snapshot and the checkpoint wrap these values a few levels deep, so a deeper value would
+/// make the checkpoint unreadable on resume. Deeper values are kept as their JSON text.
+pub const MAX_JSON_DEPTH: usize = 64;
 
 /// Tokens added per message for its role and separators.
 pub const MESSAGE_OVERHEAD_TOKENS: u32 = 4;
@@ -97,8 +104,9 @@ pub(crate) fn exceeds(text: &str, max_chars: usize) -> bool {
     text.len() > max_chars && text.chars().nth(max_chars).is_some()
 }
 
-/// `value` itself when its JSON text has at most `max_chars` characters; otherwise a JSON
-/// string holding the first `max_chars` characters of that text and the marker.
+/// `value` itself when its JSON text has at most `max_chars` characters and it nests at
+/// most [`MAX_JSON_DEPTH`] levels; otherwise a JSON string holding the first `max_chars`
+/// characters of that text (and the marker when cut).
 pub fn trim_json(value: &Value, max_chars: usize) -> Value {
     match value {
         Value::String(text) if !exceeds(text, max_chars) => value.clone(),
@@ -106,12 +114,39 @@ pub fn trim_json(value: &Value, max_chars: usize) -> Value {
         Value::Null | Value::Bool(_) | Value::Number(_) => value.clone(),
         _ => {
             let text = value.to_string();
-            match exceeds(&text, max_chars) {
+            match exceeds(&text, max_chars) || deeper_than(value, MAX_JSON_DEPTH) {
                 true => Value::String(trim_text(&text, max_chars)),
                 false => value.clone(),
             }
         }
     }
+}
+
+/// `value` itself when it nests at most [`MAX_JSON_DEPTH`] levels, else its JSON text.
+pub(crate) fn bound_depth(value: Value) -> Value {
+    match deeper_than(&value, MAX_JSON_DEPTH) {
+        true => Value::String(value.to_string()),
+        false => value,
+    }
+}
+
+/// Whether `value` nests arrays and objects more than `max_depth` levels deep. Iterative,
+/// so it holds whatever the depth; linear in the size of the value.
+pub(crate) fn deeper_than(value: &Value, max_depth: usize) -> bool {
+    let mut pending = vec![(value, 1usize)];
+    while let Some((value, depth)) = pending.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        if depth > max_depth {
+            return true;
+        }
+        let nested = children.filter(|child| child.is_array() || child.is_object());
+        pending.extend(nested.map(|child| (child, depth + 1)));
+    }
+    false
 }
 
 #[cfg(test)]
@@ -177,5 +212,25 @@ mod tests {
             trim_json(&json!("abcdef"), 3),
             json!("abc…[truncated: 3 of 6 chars shown]")
         );
+    }
+
+    fn nested(depth: usize) -> Value {
+        let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn values_nested_too_deep_are_kept_as_text() {
+        assert!(!deeper_than(&json!(1), 0));
+        assert!(deeper_than(&json!([]), 0));
+        assert!(!deeper_than(&json!({"a": [1, {"b": 2}]}), 3));
+        assert!(deeper_than(&json!({"a": [1, {"b": {}}]}), 3));
+        let shallow = nested(MAX_JSON_DEPTH);
+        assert_eq!(trim_json(&shallow, usize::MAX), shallow);
+        assert_eq!(bound_depth(shallow.clone()), shallow);
+        let deep = nested(MAX_JSON_DEPTH + 1);
+        let text = deep.to_string();
+        assert_eq!(trim_json(&deep, usize::MAX), Value::String(text.clone()));
+        assert_eq!(bound_depth(deep), Value::String(text));
     }
 }

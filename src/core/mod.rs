@@ -11,6 +11,9 @@ pub mod machine;
 pub mod outcome;
 mod plan;
 pub mod prompt;
+#[cfg(test)]
+mod prop_tests;
+mod reasoning;
 pub mod record;
 pub mod retry;
 pub mod state;

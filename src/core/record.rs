@@ -26,8 +26,10 @@ pub struct RecursionRecord {
     pub thought: String,
     #[serde(rename = "abstract")]
     pub abstract_: String,
-    /// The parsed reply object, `{"raw": content}` when unparseable (content cut at
-    /// `max_reply_chars` with a marker), null when the LLM call itself failed.
+    /// The parsed reply object (its JSON text when nested deeper than
+    /// [`MAX_JSON_DEPTH`](crate::core::limits::MAX_JSON_DEPTH)), `{"raw": content}` when
+    /// unparseable (content cut at `max_reply_chars` with a marker), null when the LLM call
+    /// itself failed.
     pub output: Value,
     pub status: RecursionStatus,
     pub error_log: Option<String>,

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{Machine, OpenRecursion, PendingTools};
 use crate::core::action::{Action, ParsedReply};
-use crate::core::limits::{exceeds, trim_text};
+use crate::core::limits::{bound_depth, exceeds, trim_text};
 use crate::core::outcome::{DomainEvent, FailReason, LlmCall, Next, Outcome};
 use crate::core::plan;
 use crate::core::prompt::PromptTemplate;
@@ -89,7 +89,8 @@ impl Machine {
                 action_type: parsed.action.action_type().to_owned(),
                 output: parsed.action.output(),
             }),
-            output: parsed.raw,
+            // Checkpointed while tools run: keep it readable through serde's depth limit.
+            output: bound_depth(parsed.raw),
             result: None,
             status: RecursionStatus::Done,
             error_log: None,
