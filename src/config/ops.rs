@@ -51,7 +51,8 @@ pub struct McpServerSettings {
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment variables for the child process.
+    /// The child's environment besides the few variables it inherits from the worker
+    /// (PATH, HOME, locale, ...; see `tools::mcp`): nothing else of the worker's reaches it.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// The streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp`.

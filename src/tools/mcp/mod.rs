@@ -7,8 +7,10 @@
 //!
 //! Each tool's effect (`effect`) is decided at connect from its annotations and the
 //! configuration; a call that carries an idempotency key sends it in the request's `_meta`
-//! as [`IDEMPOTENCY_META_KEY`].
+//! as [`IDEMPOTENCY_META_KEY`]. A stdio server starts with a cleared environment plus
+//! [`INHERITED_ENV`] and its own `env` (`child_env`).
 
+mod child_env;
 mod convert;
 mod effect;
 mod link;
@@ -30,6 +32,7 @@ use crate::config::{McpServerSettings, ToolsSettings};
 use crate::core::types::{ToolEffect, ToolSpec};
 use crate::ports::{ToolCallContext, ToolOutput, ToolSource};
 
+pub use child_env::INHERITED_ENV;
 pub use convert::namespaced;
 use link::{Link, Opener};
 
