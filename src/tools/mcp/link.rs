@@ -82,9 +82,20 @@ impl Link {
         self.broken.notify_waiters();
     }
 
+    /// Sets the `mcp_server_up` gauge from the current state once more: the metrics
+    /// recorder is installed after the tools are connected, and a gauge set before it
+    /// went nowhere.
+    pub(super) fn report_status(&self) {
+        if let Ok(state) = self.state.read() {
+            crate::metrics::mcp_server_up(&self.server, matches!(*state, State::Up(_)));
+        }
+    }
+
     fn set(&self, state: State) {
-        crate::metrics::mcp_server_up(&self.server, matches!(state, State::Up(_)));
+        // The gauge is set under the lock, so a concurrent `report_status` cannot leave
+        // it showing the state before this one.
         if let Ok(mut current) = self.state.write() {
+            crate::metrics::mcp_server_up(&self.server, matches!(state, State::Up(_)));
             *current = state;
         }
     }

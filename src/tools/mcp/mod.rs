@@ -126,6 +126,12 @@ impl McpToolSource {
         self.link.is_up()
     }
 
+    /// Sets the `agentd_mcp_server_up` gauge from the current state (again): for a metrics
+    /// recorder installed after the server connected.
+    pub fn report_status(&self) {
+        self.link.report_status();
+    }
+
     /// Stops the supervisor and closes the session (a child process is stopped), waiting
     /// for it. Dropping the source does the same without waiting.
     pub async fn shutdown(&self) {
