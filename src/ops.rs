@@ -35,6 +35,8 @@ pub async fn start(
                 broker: Arc::clone(deps.publisher.broker()),
             };
             let (bound, _task) = server::spawn(addr, readiness, stop.clone()).await?;
+            // The MCP servers connected before the recorder existed: report them now.
+            deps.tools.report_status();
             Some(bound)
         }
         None => None,

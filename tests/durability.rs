@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::harness::TestEnv;
+use support::harness::{self, TestEnv};
 use support::process::WorkerProcess;
 use support::stateless_llm::StatelessLlm;
 use uuid::Uuid;
@@ -329,11 +329,20 @@ async fn the_api_key_appears_nowhere() {
     let agent = env.agent(None, None).await;
     let ok = env.submit(agent, "secret-ok steps=1").await;
     let denied = env.submit(agent, "secret-denied status=401").await;
-    let worker = WorkerProcess::spawn(
+    // A tool process (a stdio MCP server) reports its whole environment back.
+    let tool_agent = env.agent(None, Some(&["t__env"])).await;
+    let tool_task = env
+        .submit(tool_agent, "secret-tool steps=1 tool=t__env")
+        .await;
+    let dir = harness::scratch_dir("secret-tool");
+    let config = tool_server_config(&dir);
+    let worker = WorkerProcess::spawn_with_config(
         &env.settings,
+        Some(&config),
         &[("AGENTD__LLM__API_KEY", KEY), ("RUST_LOG", "debug")],
     );
     assert_exactly_once(&env, ok, 2).await;
+    assert_exactly_once(&env, tool_task, 2).await;
     let failed = env.wait_terminal(denied).await;
     assert_eq!(failed.fail_reason.as_deref(), Some("llm_error"));
     assert!(
@@ -341,16 +350,22 @@ async fn the_api_key_appears_nowhere() {
             .iter()
             .all(|auth| auth.as_deref() == Some(&format!("Bearer {KEY}")))
     );
+    assert_tool_env_is_clean(&env, tool_task).await;
     let dump: String = sqlx::query_scalar(
         "SELECT concat_ws(' ', (SELECT string_agg(t::text, ' ') FROM tasks t), \
                 (SELECT string_agg(r::text, ' ') FROM recursions r), \
                 (SELECT string_agg(l::text, ' ') FROM llm_calls l), \
+                (SELECT string_agg(c::text, ' ') FROM tool_calls c), \
                 (SELECT string_agg(e::text, ' ') FROM events e))",
     )
     .fetch_one(&env.pool)
     .await
     .unwrap();
     assert!(dump.contains("scripted 401"), "the dump covers the failure");
+    assert!(
+        dump.contains(TOOL_ENV_VALUE),
+        "the dump covers the tool's env"
+    );
     assert!(!dump.contains(KEY), "the key is in the tables");
     let log = worker.log();
     assert!(
@@ -360,6 +375,58 @@ async fn the_api_key_appears_nowhere() {
     assert!(!log.contains(KEY), "the key is in the log");
     drop(worker);
     env.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The variable the tool server's `env` table sets, and its value.
+const TOOL_ENV: (&str, &str) = ("AGENTD_TEST_TOOL_SETTING", TOOL_ENV_VALUE);
+const TOOL_ENV_VALUE: &str = "configured-for-the-tool";
+
+/// A config file with the test MCP server as `t` (stdio), its `env` table setting [`TOOL_ENV`].
+fn tool_server_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("tools.toml");
+    let toml = format!(
+        "[[tools.mcp]]\nname = \"t\"\ncommand = \"{}\"\nenv = {{ {} = \"{}\" }}\n",
+        harness::test_mcp_server_bin(),
+        TOOL_ENV.0,
+        TOOL_ENV.1
+    );
+    std::fs::write(&path, toml).expect("config file");
+    path
+}
+
+/// What `t__env` saw: the allowlisted part of the worker's environment (PATH at least) and
+/// the configured entry; nothing of agentd's own configuration (AGENTD__*: the API key, the
+/// database and broker URLs) and nothing else of the worker's (CARGO_*, ...).
+async fn assert_tool_env_is_clean(env: &TestEnv, task_id: Uuid) {
+    let result: Value =
+        sqlx::query_scalar("SELECT result FROM tool_calls WHERE task_id = $1 AND success")
+            .bind(task_id)
+            .fetch_one(&env.pool)
+            .await
+            .expect("the t__env call succeeded");
+    let vars = result.as_object().expect("an object of variables");
+    assert_eq!(
+        vars.get(TOOL_ENV.0),
+        Some(&Value::from(TOOL_ENV.1)),
+        "{result}"
+    );
+    assert!(vars.contains_key("PATH"), "{result}");
+    let inherited = |name: &str| {
+        agentd::tools::mcp::INHERITED_ENV
+            .iter()
+            .any(|allowed| match allowed.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == *allowed,
+            })
+    };
+    for name in vars.keys() {
+        assert!(!name.starts_with("AGENTD__"), "{name} reached the tool");
+        assert!(
+            inherited(name) || name == TOOL_ENV.0,
+            "{name} reached the tool"
+        );
+    }
 }
 
 #[tokio::test]

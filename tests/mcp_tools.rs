@@ -2,16 +2,19 @@
 //! `agentd-test-mcp-server`): tools offered as `<server>__<tool>` with their schemas, calls
 //! through the real worker and the fake LLM recorded in tool_calls and shown to the next
 //! recursion, grants by name only, call timeouts, a killed server giving a clear error and
-//! coming back, the HTTP transport, and `agentd tools`.
+//! coming back, the HTTP transport, tool effects from annotations and configuration, the
+//! idempotency key in the request's `_meta`, and `agentd tools`.
 
 #[allow(dead_code)]
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use agentd::config::{McpServerSettings, ToolsSettings};
-use agentd::core::types::ToolCallRequest;
+use agentd::core::types::{ToolCallRequest, ToolEffect};
+use agentd::ports::ToolCallContext;
 use agentd::tools::ToolRegistry;
 use serde_json::{Value, json};
 use support::fake_llm::{answer_reply, call_tool_reply};
@@ -20,6 +23,7 @@ use uuid::Uuid;
 
 const PID_ENV: &str = "AGENTD_TEST_MCP_PID_FILE";
 const GATE_ENV: &str = "AGENTD_TEST_MCP_GATE";
+const LEDGER_ENV: &str = "AGENTD_TEST_MCP_LEDGER";
 
 /// `(name, success, result, error)` of a task's tool calls, in order.
 async fn tool_rows(
@@ -231,6 +235,8 @@ fn http_server(name: &str, url: String) -> McpServerSettings {
         url: Some(url),
         bearer_token: None,
         call_timeout_ms: Some(5_000),
+        effect: None,
+        effects: Default::default(),
     }
 }
 
@@ -337,13 +343,108 @@ async fn an_unreachable_server_fails_the_start() {
     );
 }
 
+/// `t`: effects from the annotations, two tools overridden (by own and by namespaced name)
+/// and one override naming no tool (a warning only); `u`: a server-wide effect with one
+/// tool overridden.
+fn effect_servers(ledger: &Path) -> Vec<McpServerSettings> {
+    use ToolEffect::*;
+    let mut t = harness::test_mcp_server("t", &[(LEDGER_ENV, ledger)]);
+    t.effects = BTreeMap::from([
+        ("echo".to_owned(), ReadOnly),
+        ("t__add".to_owned(), Idempotent),
+        ("no_such_tool".to_owned(), ReadOnly),
+    ]);
+    let mut u = harness::test_mcp_server("u", &[]);
+    u.effect = Some(Idempotent);
+    u.effects = BTreeMap::from([("lookup".to_owned(), SideEffect)]);
+    vec![t, u]
+}
+
+fn charge(arguments: Value, id: &str) -> ToolCallRequest {
+    ToolCallRequest {
+        id: id.into(),
+        name: "t__charge".into(),
+        arguments: arguments.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn effects_and_idempotency_keys_reach_mcp_tools() {
+    use ToolEffect::*;
+    let dir = harness::scratch_dir("mcp-effects");
+    let ledger = dir.join("ledger");
+    let settings = ToolsSettings {
+        mcp: effect_servers(&ledger),
+        ..ToolsSettings::default()
+    };
+    let registry = ToolRegistry::from_settings(&settings)
+        .await
+        .expect("an unknown `effects` key does not fail the start");
+    let expected = [
+        ("t__charge", SideEffect),
+        ("t__upsert", Idempotent),
+        ("t__lookup", ReadOnly),
+        ("t__env", ReadOnly),
+        ("t__sleep", SideEffect),
+        ("t__echo", ReadOnly),
+        ("t__add", Idempotent),
+        ("u__charge", Idempotent),
+        ("u__echo", Idempotent),
+        ("u__lookup", SideEffect),
+    ];
+    let catalog = registry.catalog();
+    for (name, effect) in expected {
+        assert_eq!(registry.effect_of(name), effect, "{name}");
+        let listed = catalog
+            .iter()
+            .find(|t| t.spec.name == name)
+            .map(|t| t.effect);
+        assert_eq!(listed, Some(effect), "{name} in the catalog");
+    }
+
+    let grants = vec!["t__charge".to_owned(), "t__upsert".to_owned()];
+    let keyed = ToolCallContext {
+        idempotency_key: Some("task-1:call_1"),
+    };
+    let charged = registry
+        .call(
+            Some(&grants),
+            &charge(json!({"amount": 12.5}), "call_1"),
+            keyed,
+        )
+        .await;
+    assert_eq!(charged.result, Some(json!("charged 12.5")), "{charged:?}");
+    let slow = charge(json!({"amount": 1, "sleep_ms": 20}), "call_x");
+    let unkeyed = registry
+        .call(Some(&grants), &slow, Default::default())
+        .await;
+    assert!(unkeyed.success, "{unkeyed:?}");
+    let upsert = ToolCallRequest {
+        id: "call_2".into(),
+        name: "t__upsert".into(),
+        arguments: json!({"name": "a", "value": "b"}).to_string(),
+    };
+    let keyed = ToolCallContext {
+        idempotency_key: Some("task-1:call_2"),
+    };
+    assert!(registry.call(Some(&grants), &upsert, keyed).await.success);
+    registry.shutdown().await;
+    let lines = std::fs::read_to_string(&ledger).expect("the ledger");
+    assert_eq!(
+        lines.lines().collect::<Vec<_>>(),
+        ["task-1:call_1", "none", "upsert task-1:call_2"]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn agentd_tools_lists_builtin_and_mcp_tools() {
     let dir = harness::scratch_dir("mcp-cli");
     let pid_file = dir.join("pid");
     let config = dir.join("tools.toml");
     let toml = format!(
-        "[[tools.mcp]]\nname = \"testsrv\"\ncommand = \"{}\"\nenv = {{ {PID_ENV} = \"{}\" }}\n",
+        "[[tools.mcp]]\nname = \"testsrv\"\ncommand = \"{}\"\nenv = {{ {PID_ENV} = \"{}\" }}\n\
+         effects = {{ echo = \"read_only\" }}\n",
         harness::test_mcp_server_bin(),
         pid_file.display()
     );
@@ -369,14 +470,30 @@ async fn agentd_tools_lists_builtin_and_mcp_tools() {
             .unwrap_or_default()
             .to_owned()
     };
-    assert!(line("calculate ").contains("built-in"), "{stdout}");
-    for tool in [
-        "testsrv__echo",
-        "testsrv__add",
-        "testsrv__sleep",
-        "testsrv__fail",
+    let columns = |name: &str| {
+        let line = line(&format!("{name} "));
+        line.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        columns("calculate"),
+        "calculate built-in read_only",
+        "{stdout}"
+    );
+    for (tool, effect) in [
+        ("testsrv__echo", "read_only"),
+        ("testsrv__add", "side_effect"),
+        ("testsrv__sleep", "side_effect"),
+        ("testsrv__fail", "side_effect"),
+        ("testsrv__charge", "side_effect"),
+        ("testsrv__upsert", "idempotent"),
+        ("testsrv__lookup", "read_only"),
+        ("testsrv__env", "read_only"),
     ] {
-        assert!(line(tool).contains("mcp:testsrv"), "{tool}: {stdout}");
+        let expected = format!("{tool} mcp:testsrv {effect}");
+        assert_eq!(columns(tool), expected, "{stdout}");
     }
     let pid = read_pid(&pid_file).expect("the env table reached the server as written");
     wait_for("the listed server to be stopped", || !alive(pid)).await;

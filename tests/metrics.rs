@@ -1,6 +1,7 @@
 //! The worker's operations listener over real HTTP: `/healthz`, `/readyz`, and a scrape of
 //! `/metrics` before and after real tasks (an LLM retry, a tool call, an answer, a rejected
-//! message that is dead-lettered) showing the counters and histograms moved.
+//! message that is dead-lettered) showing the counters and histograms moved; and, from the
+//! real binary, an MCP server connected at start reported up from the first scrape.
 
 #[allow(dead_code)]
 mod support;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::{self, TestEnv};
+use support::process::WorkerProcess;
 use uuid::Uuid;
 
 /// `name{labels sorted}` → value, from Prometheus text format.
@@ -176,4 +178,38 @@ async fn settled_scrape(addr: &str, before: &Scrape) -> Scrape {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The gauge of a server that connected at start and never went down: its state was
+/// decided before the metrics recorder existed. A process of its own (the real binary), so
+/// that no other test has installed the process-wide recorder earlier.
+#[tokio::test]
+async fn an_mcp_server_connected_at_start_is_reported_up() {
+    let env = TestEnv::without_worker(|_| {}).await;
+    let dir = harness::scratch_dir("metrics-mcp");
+    let addr = harness::free_local_addr();
+    let config = dir.join("metrics.toml");
+    let toml = format!(
+        "[metrics]\nbind = \"{addr}\"\n\n[[tools.mcp]]\nname = \"upsrv\"\ncommand = \"{}\"\n",
+        harness::test_mcp_server_bin()
+    );
+    std::fs::write(&config, toml).expect("config file");
+    let worker = WorkerProcess::spawn_with_config(&env.settings, Some(&config), &[]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while harness::http_get(&addr, "/healthz").await.0 != 200 {
+        let log = worker.log();
+        assert!(tokio::time::Instant::now() < deadline, "no listener: {log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let up = r#"agentd_mcp_server_up{server="upsrv"}"#;
+    let scrape = Scrape::take(&addr).await;
+    assert_eq!(
+        scrape.0.get(&normalize(up)),
+        Some(&1.0),
+        "{up}: {:?}",
+        scrape.0
+    );
+    drop(worker);
+    env.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
 }

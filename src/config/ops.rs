@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::core::types::ToolEffect;
 use crate::llm::secret::Secret;
 
 /// The `[tools]` section: call limits and the MCP servers whose tools agents may be granted.
@@ -50,7 +51,8 @@ pub struct McpServerSettings {
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment variables for the child process.
+    /// The child's environment besides the few variables it inherits from the worker
+    /// (PATH, HOME, locale, ...; see `tools::mcp`): nothing else of the worker's reaches it.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// The streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
@@ -62,6 +64,14 @@ pub struct McpServerSettings {
     /// Overrides `tools.call_timeout_ms` for this server.
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// The effect of this server's tools (`read_only`, `idempotent`, `side_effect`),
+    /// instead of what their MCP annotations say.
+    #[serde(default)]
+    pub effect: Option<ToolEffect>,
+    /// Per-tool effects, keyed by the server's own tool name (or the namespaced
+    /// `<server>__<tool>`); they win over `effect` and the annotations.
+    #[serde(default)]
+    pub effects: BTreeMap<String, ToolEffect>,
 }
 
 /// How agentd reaches an MCP server.
@@ -226,6 +236,8 @@ impl RetentionSettings {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn server(name: &str, command: Option<&str>, url: Option<&str>) -> McpServerSettings {
@@ -237,6 +249,8 @@ mod tests {
             url: url.map(str::to_owned),
             bearer_token: None,
             call_timeout_ms: None,
+            effect: None,
+            effects: BTreeMap::new(),
         }
     }
 
@@ -318,7 +332,8 @@ mod tests {
         std::fs::write(&old, kept).expect("old config");
         let toml = "[[tools.mcp]]\nname = \"fs\"\ncommand = \"npx\"\nargs = [\"-y\", \"x\"]\n\
                     env = { API_Key = \"k\" }\n\n[[tools.mcp]]\nname = \"web\"\n\
-                    url = \"http://127.0.0.1:3001/mcp\"\ncall_timeout_ms = 500\n";
+                    url = \"http://127.0.0.1:3001/mcp\"\ncall_timeout_ms = 500\n\
+                    effect = \"idempotent\"\neffects = { \"get.page\" = \"read_only\" }\n";
         std::fs::write(&extra, toml).expect("mcp config");
         let settings = crate::config::Settings::load_from(&old, None).expect("old file loads");
         assert!(settings.tools.mcp.is_empty() && settings.metrics.bind.is_empty());
@@ -338,5 +353,33 @@ mod tests {
             web.call_timeout(&settings.tools),
             Duration::from_millis(500)
         );
+        assert_eq!(
+            (fs.effect, fs.effects.len()),
+            (None, 0),
+            "effects are optional"
+        );
+        assert_eq!(web.effect, Some(ToolEffect::Idempotent));
+        assert_eq!(
+            web.effects.get("get.page"),
+            Some(&ToolEffect::ReadOnly),
+            "tool names keep their case and dots"
+        );
+    }
+
+    #[test]
+    fn an_unknown_effect_name_is_refused() {
+        let dir = std::env::temp_dir().join(format!("agentd-config-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let extra = dir.join("bad.toml");
+        let toml = "[[tools.mcp]]\nname = \"fs\"\ncommand = \"npx\"\neffect = \"harmless\"\n";
+        std::fs::write(&extra, toml).expect("config");
+        let loaded =
+            crate::config::Settings::load_from(Path::new("config/default.toml"), Some(&extra));
+        let _ = std::fs::remove_dir_all(&dir);
+        let error = format!(
+            "{:#}",
+            loaded.expect_err("an unknown effect fails the load")
+        );
+        assert!(error.contains("harmless"), "{error}");
     }
 }

@@ -135,6 +135,15 @@ impl ToolRegistry {
         Ok(registry)
     }
 
+    /// Sets every MCP server's `agentd_mcp_server_up` gauge from its current state. The
+    /// servers connect before the metrics recorder is installed, so whoever installs it
+    /// calls this afterwards, or the gauges of servers that never went down stay absent.
+    pub fn report_status(&self) {
+        for source in &self.mcp {
+            source.report_status();
+        }
+    }
+
     /// Stops the MCP servers this registry started (waiting for them to exit).
     pub async fn shutdown(&self) {
         futures::future::join_all(self.mcp.iter().map(|source| source.shutdown())).await;

@@ -362,5 +362,7 @@ pub fn test_mcp_server(name: &str, env: &[(&str, &Path)]) -> agentd::config::Mcp
         url: None,
         bearer_token: None,
         call_timeout_ms: None,
+        effect: None,
+        effects: Default::default(),
     }
 }

@@ -1,8 +1,9 @@
 //! The real `agentd worker` binary as a child process, configured through AGENTD__ environment
-//! variables from a test's [`Settings`], with its log captured to a file — for tests that kill
-//! it, signal it or read what it logged.
+//! variables from a test's [`Settings`] (plus, optionally, a `--config` file for what the
+//! environment cannot express, such as `[[tools.mcp]]` tables), with its log captured to a
+//! file — for tests that kill it, signal it or read what it logged.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -59,6 +60,17 @@ pub fn env_for(settings: &Settings) -> Vec<(String, String)> {
 impl WorkerProcess {
     /// Starts `agentd worker` with `settings` and extra environment variables.
     pub fn spawn(settings: &Settings, extra_env: &[(&str, &str)]) -> Self {
+        Self::spawn_with_config(settings, None, extra_env)
+    }
+
+    /// Like [`WorkerProcess::spawn`], also loading the configuration file `config`
+    /// (`agentd --config PATH worker`) when there is one; `settings` (as environment
+    /// variables) still win over it.
+    pub fn spawn_with_config(
+        settings: &Settings,
+        config: Option<&Path>,
+        extra_env: &[(&str, &str)],
+    ) -> Self {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
         let log_path = dir.join(format!("worker-{}.log", uuid::Uuid::new_v4().simple()));
         let log = std::fs::File::create(&log_path).expect("log file");
@@ -73,6 +85,9 @@ impl WorkerProcess {
             .stderr(log);
         for (key, value) in extra_env {
             command.env(key, value);
+        }
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
         }
         let child = command.spawn().expect("spawn agentd worker");
         Self { child, log_path }

@@ -1,7 +1,8 @@
 //! A fake OpenAI-compatible LLM whose reply depends only on the request, for tests where a
 //! recursion may be asked twice (a worker killed mid-call, a resumed task). The user input
 //! carries the script as `key=value` words: `steps=N` CALL_TOOL recursions (calculate) then
-//! ANSWER; `delay_ms=M` before each reply; `status=S` answers every call with HTTP S.
+//! ANSWER; `tool=NAME` makes those recursions call NAME with `{}` instead of calculate;
+//! `delay_ms=M` before each reply; `status=S` answers every call with HTTP S.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -100,6 +101,13 @@ fn word(input: &str, key: &str) -> Option<u64> {
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
 }
 
+/// The value of the word `key=VALUE` in the input, as text.
+fn text_word<'a>(input: &'a str, key: &str) -> Option<&'a str> {
+    input
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
 async fn reply(
     State(seen): State<Arc<Mutex<Seen>>>,
     headers: HeaderMap,
@@ -139,8 +147,15 @@ async fn reply(
     }
     let steps = word(&input, "steps").unwrap_or(0);
     let (action, output, tool_calls) = if done < steps {
+        let (tool, arguments) = match text_word(&input, "tool") {
+            Some(tool) => (tool.to_owned(), json!({})),
+            None => (
+                "calculate".to_owned(),
+                json!({"expression": format!("{done}+1")}),
+            ),
+        };
         let call = json!([{"id": format!("call_{done}"), "type": "function",
-            "function": {"name": "calculate", "arguments": json!({"expression": format!("{done}+1")}).to_string()}}]);
+            "function": {"name": tool, "arguments": arguments.to_string()}}]);
         ("CALL_TOOL", json!({}), Some(call))
     } else {
         (

@@ -1,10 +1,10 @@
 //! The connection to one MCP server and its supervisor. [`open`] starts the server (stdio
-//! child process, in its own process group so that `npx`-style launchers die with it) or
-//! reaches it over streamable HTTP, does the MCP handshake and lists its tools. The
-//! supervisor waits for the session to end (the child died, the transport closed, or a call
-//! saw the transport fail), marks the link down, and opens it again with exponential
-//! backoff until it succeeds or the source shuts down. Calls made while the link is down get
-//! the reason at once instead of hanging.
+//! child process, in its own process group so that `npx`-style launchers die with it, with
+//! a cleared environment, see `child_env`) or reaches it over streamable HTTP, does the MCP
+//! handshake and lists its tools. The supervisor waits for the session to end (the child
+//! died, the transport closed, or a call saw the transport fail), marks the link down, and
+//! opens it again with exponential backoff until it succeeds or the source shuts down.
+//! Calls made while the link is down get the reason at once instead of hanging.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -22,6 +22,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpServerSettings, McpTransport};
+
+use super::child_env;
 
 /// A live MCP client session.
 pub(super) type Session = RunningService<RoleClient, ClientConfig>;
@@ -80,9 +82,20 @@ impl Link {
         self.broken.notify_waiters();
     }
 
+    /// Sets the `mcp_server_up` gauge from the current state once more: the metrics
+    /// recorder is installed after the tools are connected, and a gauge set before it
+    /// went nowhere.
+    pub(super) fn report_status(&self) {
+        if let Ok(state) = self.state.read() {
+            crate::metrics::mcp_server_up(&self.server, matches!(*state, State::Up(_)));
+        }
+    }
+
     fn set(&self, state: State) {
-        crate::metrics::mcp_server_up(&self.server, matches!(state, State::Up(_)));
+        // The gauge is set under the lock, so a concurrent `report_status` cannot leave
+        // it showing the state before this one.
         if let Ok(mut current) = self.state.write() {
+            crate::metrics::mcp_server_up(&self.server, matches!(state, State::Up(_)));
             *current = state;
         }
     }
@@ -103,7 +116,10 @@ pub(super) async fn open(opener: &Opener) -> anyhow::Result<(Session, Vec<Tool>)
         let session = match settings.transport() {
             McpTransport::Stdio { command, args, env } => {
                 let mut command = tokio::process::Command::new(command);
-                command.args(args).envs(env);
+                command
+                    .args(args)
+                    .env_clear()
+                    .envs(child_env::for_server(std::env::vars_os(), env));
                 let mut wrapped = CommandWrap::from(command);
                 wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
                 let (transport, stderr) = TokioChildProcess::builder(wrapped)
