@@ -432,7 +432,7 @@ async fn assert_tool_env_is_clean(env: &TestEnv, task_id: Uuid) {
 #[tokio::test]
 async fn a_message_that_keeps_killing_workers_is_dead_lettered() {
     let llm = StatelessLlm::start().await;
-    let env = env(&llm).await;
+    let mut env = env(&llm).await;
     let agent = env.agent(None, None).await;
     let input = "crash-loop steps=1 delay_ms=30000";
     let task_id = env.submit(agent, input).await;
@@ -461,6 +461,27 @@ async fn a_message_that_keeps_killing_workers_is_dead_lettered() {
     // Delivered once, then redelivered up to the limit: four deliveries, never a fifth.
     assert_eq!(rounds, 4, "bounded by the delivery limit");
     assert_eq!(llm.calls_for(input), 4);
+    // The death reaches the workers too: the task ends within seconds instead of staying
+    // `running` with nobody on it.
+    let started = Instant::now();
+    let worker = WorkerProcess::spawn(&env.settings, &[]);
+    let task = env.wait_terminal(task_id).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "ended after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(task.status, "failed", "{}", worker.log());
+    assert_eq!(task.fail_reason.as_deref(), Some("delivery_limit"));
+    let streams = env
+        .published_streams(&[task_id], Duration::from_secs(10))
+        .await;
+    harness::assert_whole_stream(task_id, &streams[&task_id]);
+    let last = streams[&task_id].last().cloned().unwrap_or_default();
+    assert_eq!(last["type"], "task.failed");
+    assert_eq!(last["data"]["reason"], "delivery_limit");
+    assert_eq!(llm.calls_for(input), 4, "the dead task never ran again");
+    drop(worker);
     env.stop().await;
 }
 

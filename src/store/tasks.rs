@@ -188,7 +188,10 @@ pub async fn claim(
     .bind(task_id)
     .fetch_optional(&mut *tx)
     .await?;
+    // A transaction dropped unfinished would keep the row locked until its connection is
+    // used again: whoever looks at the task next (the outbox, with SKIP LOCKED) would miss it.
     let Some((current, expired, checkpoint, confirmed_seq)) = row else {
+        tx.rollback().await?;
         return Ok(Claim::Missing);
     };
     let claim = match current.as_str() {
@@ -198,9 +201,13 @@ pub async fn claim(
             checkpoint,
             confirmed_seq,
         }),
-        status::RUNNING => return Ok(Claim::Busy),
-        _ => return Ok(Claim::Ended(current)),
+        status::RUNNING => Claim::Busy,
+        _ => Claim::Ended(current),
     };
+    if matches!(claim, Claim::Busy | Claim::Ended(_)) {
+        tx.rollback().await?;
+        return Ok(claim);
+    }
     sqlx::query(
         "UPDATE tasks SET status = 'running', started_at = COALESCE(started_at, now()), \
                 lease_owner = $2, lease_until = now() + make_interval(secs => $3), \

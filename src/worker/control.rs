@@ -165,6 +165,43 @@ async fn listen_pending(
     Ok(())
 }
 
+/// Applies the control messages that were published while no worker ran, before this
+/// worker takes any task (so a task cancelled while queued never starts here). Gives up
+/// quietly when the broker or the database is away: the consumer applies them later.
+pub async fn drain_pending(deps: &WorkerDeps, running: &RunningTasks) {
+    if let Err(err) = try_drain_pending(deps, running).await {
+        tracing::warn!(error = %format!("{err:#}"), "pending control messages left for later");
+    }
+}
+
+async fn try_drain_pending(deps: &WorkerDeps, running: &RunningTasks) -> anyhow::Result<()> {
+    let channel = deps.publisher.broker().channel().await?;
+    let queue = deps.names.control_pending_queue.as_str();
+    let mut applied = 0usize;
+    while let Some(message) = channel
+        .basic_get(
+            queue.into(),
+            lapin::options::BasicGetOptions { no_ack: false },
+        )
+        .await?
+    {
+        let delivery = message.delivery;
+        if let Some(control) = parse(&delivery) {
+            apply(deps, running, &control).await?;
+            applied += 1;
+        }
+        delivery.acker.ack(BasicAckOptions::default()).await?;
+    }
+    let _ = channel.close(200, "drained".into()).await;
+    if applied > 0 {
+        tracing::info!(
+            applied,
+            "applied control messages published while no worker ran"
+        );
+    }
+    Ok(())
+}
+
 /// Records the outcome of `message` for a task nobody runs, or hands it to the worker that
 /// holds the task.
 async fn apply(

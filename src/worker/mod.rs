@@ -134,6 +134,7 @@ pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: Cancellation
     let broker = Arc::clone(deps.publisher.broker());
     let tracker = TaskTracker::new();
     let deps = Arc::new(deps);
+    control::drain_pending(&deps, &running).await;
     let sidecars = spawn_sidecars(&deps, settings, &running, &shutdown);
     tracing::info!(worker_id = %deps.worker_id, queue = %settings.amqp.tasks_queue,
         concurrency = settings.worker.concurrency, "worker started");

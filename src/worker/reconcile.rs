@@ -60,6 +60,7 @@ pub async fn reconcile_once(
 ) -> anyhow::Result<usize> {
     let mut tx = pool.begin().await?;
     if !store::reconcile::try_lock(&mut tx).await? {
+        tx.rollback().await?;
         return Ok(0);
     }
     let orphans =

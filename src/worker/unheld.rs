@@ -53,7 +53,10 @@ pub async fn reject(deps: &WorkerDeps, rejection: &Rejection) -> anyhow::Result<
     let sink = Sink::of(deps);
     let mut tx = sink.pool.begin().await?;
     if !store::tasks::insert_rejected(&mut tx, &task, &rejection.reason).await? {
-        return Ok(()); // the task started or ended already: this message is a bad duplicate
+        // The task started or ended already: this message is a bad duplicate. (Ending the
+        // transaction now releases the row at once.)
+        tx.rollback().await?;
+        return Ok(());
     }
     let failed = TaskFailed {
         reason: FailReason::Rejected,
@@ -77,6 +80,7 @@ pub async fn reject(deps: &WorkerDeps, rejection: &Rejection) -> anyhow::Result<
 pub async fn cancel_unstarted(sink: Sink<'_>, task_id: Uuid) -> anyhow::Result<bool> {
     let mut tx = sink.pool.begin().await?;
     let Some(agent_id) = store::tasks::cancel_unstarted(&mut tx, task_id).await? else {
+        tx.rollback().await?;
         return Ok(false);
     };
     let cancelled = EventData::TaskCancelled(TaskCancelled { iterations: 0 });
@@ -106,6 +110,7 @@ pub async fn end_by_delivery_limit(
     let mut tx = sink.pool.begin().await?;
     let ended = store::tasks::end_unheld(&mut tx, task_id, dead_owner, ending).await?;
     let Some(ended) = ended else {
+        tx.rollback().await?;
         return Ok(false);
     };
     let iterations = u32::try_from(ended.iterations).unwrap_or(0);
@@ -135,6 +140,7 @@ pub async fn cancel_unheld(
     let mut tx = sink.pool.begin().await?;
     let ended = store::tasks::end_unheld(&mut tx, task_id, dead_owner, ending).await?;
     let Some(ended) = ended else {
+        tx.rollback().await?;
         return Ok(false);
     };
     let iterations = u32::try_from(ended.iterations).unwrap_or(0);

@@ -84,6 +84,9 @@ struct UpsertArgs {
     name: String,
     /// Its new value.
     value: String,
+    /// Milliseconds to wait before recording the upsert.
+    #[serde(default)]
+    sleep_ms: Option<u64>,
 }
 
 /// Arguments of `lookup`.
@@ -179,11 +182,18 @@ impl TestServer {
         description = "Set a record's value; records `upsert <idempotency key>` in the ledger",
         annotations(idempotent_hint = true, destructive_hint = false)
     )]
-    fn upsert(
+    async fn upsert(
         &self,
         meta: RequestMetaObject,
-        Parameters(UpsertArgs { name, value }): Parameters<UpsertArgs>,
+        Parameters(UpsertArgs {
+            name,
+            value,
+            sleep_ms,
+        }): Parameters<UpsertArgs>,
     ) -> CallToolResult {
+        if let Some(ms) = sleep_ms {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
         let line = format!("upsert {}", idempotency_key(&meta));
         recorded(record(&line), format!("{name} = {value}"))
     }

@@ -52,9 +52,14 @@ impl TestEnv {
     /// Like [`TestEnv::start`], letting the test adjust the settings first.
     pub async fn start_with(adjust: impl FnOnce(&mut Settings)) -> Self {
         let mut env = Self::without_worker(adjust).await;
-        let worker = agentd::worker::run(env.settings.clone(), env.shutdown.clone());
-        env.worker = Some(tokio::spawn(worker));
+        env.spawn_worker();
         env
+    }
+
+    /// Starts the worker in this process now (an environment made without one).
+    pub fn spawn_worker(&mut self) {
+        let worker = agentd::worker::run(self.settings.clone(), self.shutdown.clone());
+        self.worker = Some(tokio::spawn(worker));
     }
 
     /// Like [`TestEnv::start_with`], the worker also offering the tools of `extra` (a tool
@@ -200,6 +205,50 @@ impl TestEnv {
         }
     }
 
+    /// Collects the published events of `tasks` until each has a gapless stream, deduped by
+    /// `(task_id, seq)`, from seq 1 to its terminal event (or `within` runs out): what a
+    /// subscriber that dedupes sees. Returns the streams, in seq order.
+    pub async fn published_streams(
+        &mut self,
+        tasks: &[Uuid],
+        within: Duration,
+    ) -> std::collections::HashMap<Uuid, Vec<Value>> {
+        use std::collections::{BTreeMap, HashMap};
+        let mut seen: HashMap<Uuid, BTreeMap<i64, Value>> =
+            tasks.iter().map(|t| (*t, BTreeMap::new())).collect();
+        let complete = |stream: &BTreeMap<i64, Value>| {
+            let terminal = stream.values().any(|e| {
+                matches!(
+                    e["type"].as_str(),
+                    Some("task.completed" | "task.failed" | "task.cancelled")
+                )
+            });
+            terminal && stream.keys().copied().eq(1..=stream.len() as i64)
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        while !seen.values().all(complete) {
+            let delivery = tokio::select! {
+                () = tokio::time::sleep_until(deadline) => break,
+                delivery = self.events.next() => delivery,
+            };
+            let delivery = delivery
+                .expect("event stream open")
+                .expect("event delivery");
+            let event: Value = serde_json::from_slice(&delivery.data).expect("event JSON");
+            let task = event["task_id"]
+                .as_str()
+                .and_then(|t| t.parse::<Uuid>().ok());
+            if let (Some(stream), Some(seq)) =
+                (task.and_then(|t| seen.get_mut(&t)), event["seq"].as_i64())
+            {
+                stream.insert(seq, event);
+            }
+        }
+        seen.into_iter()
+            .map(|(task, stream)| (task, stream.into_values().collect()))
+            .collect()
+    }
+
     /// Cancels a running task as `agentd cancel` does and checks that it ends `cancelled`
     /// within a second, with task.cancelled as its last published event.
     pub async fn assert_cancels_within_a_second(&mut self, task_id: Uuid) {
@@ -304,6 +353,33 @@ impl TestEnv {
         .execute(&admin_pool().await)
         .await;
     }
+}
+
+/// A subscriber's view of one task after dedupe by `(task_id, seq)`: seqs 1..n without a
+/// gap, exactly one terminal event, and it is the last.
+pub fn assert_whole_stream(task_id: Uuid, stream: &[Value]) {
+    let seqs: Vec<i64> = stream.iter().filter_map(|e| e["seq"].as_i64()).collect();
+    assert_eq!(
+        seqs,
+        (1..=stream.len() as i64).collect::<Vec<_>>(),
+        "{task_id}: gap in the published stream"
+    );
+    let terminal: Vec<usize> = stream
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            matches!(
+                e["type"].as_str(),
+                Some("task.completed" | "task.failed" | "task.cancelled")
+            )
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        terminal,
+        vec![stream.len().saturating_sub(1)],
+        "{task_id}: one terminal event, last"
+    );
 }
 
 async fn admin_pool() -> PgPool {

@@ -1,7 +1,9 @@
 //! A fake OpenAI-compatible LLM whose reply depends only on the request, for tests where a
 //! recursion may be asked twice (a worker killed mid-call, a resumed task). The user input
 //! carries the script as `key=value` words: `steps=N` CALL_TOOL recursions (calculate) then
-//! ANSWER; `tool=NAME` makes those recursions call NAME with `{}` instead of calculate;
+//! ANSWER; `tool=NAME` makes those recursions call NAME with `{}` (or with `args=JSON`,
+//! written without spaces) instead of calculate, and `tool2=NAME args2=JSON` adds a second
+//! call to the same reply;
 //! `delay_ms=M` before each reply; `status=S` answers every call with HTTP S.
 
 use std::collections::HashMap;
@@ -148,15 +150,25 @@ async fn reply(
     let steps = word(&input, "steps").unwrap_or(0);
     let (action, output, tool_calls) = if done < steps {
         let (tool, arguments) = match text_word(&input, "tool") {
-            Some(tool) => (tool.to_owned(), json!({})),
+            Some(tool) => {
+                let arguments = text_word(&input, "args")
+                    .and_then(|text| serde_json::from_str(text).ok())
+                    .unwrap_or_else(|| json!({}));
+                (tool.to_owned(), arguments)
+            }
             None => (
                 "calculate".to_owned(),
                 json!({"expression": format!("{done}+1")}),
             ),
         };
-        let call = json!([{"id": format!("call_{done}"), "type": "function",
-            "function": {"name": tool, "arguments": arguments.to_string()}}]);
-        ("CALL_TOOL", json!({}), Some(call))
+        let mut calls = vec![json!({"id": format!("call_{done}"), "type": "function",
+            "function": {"name": tool, "arguments": arguments.to_string()}})];
+        if let Some(second) = text_word(&input, "tool2") {
+            let arguments = text_word(&input, "args2").unwrap_or("{}");
+            calls.push(json!({"id": format!("call_{done}b"), "type": "function",
+                "function": {"name": second, "arguments": arguments}}));
+        }
+        ("CALL_TOOL", json!({}), Some(Value::Array(calls)))
     } else {
         (
             "ANSWER",

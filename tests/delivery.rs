@@ -1,0 +1,216 @@
+//! Nothing lost downstream (CONTRACT v2 §2–3): stored events nobody confirmed are published
+//! again (a redelivered message of the ended task, the periodic sweep), a task cancelled
+//! while its message waits in the queue never starts, whoever published the cancel, and
+//! control messages published while no worker runs are applied before any task is taken.
+
+#[allow(dead_code)]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use agentd::contract::ControlMessage;
+use agentd::contract::control::Cancel;
+use serde_json::{Value, json};
+use support::harness::{TestEnv, assert_whole_stream};
+use support::stateless_llm::StatelessLlm;
+use uuid::Uuid;
+
+async fn env_with(llm: &StatelessLlm, concurrency: u16) -> TestEnv {
+    let base_url = llm.base_url();
+    TestEnv::without_worker(move |s| {
+        s.llm.base_url = base_url;
+        s.worker.concurrency = concurrency;
+    })
+    .await
+}
+
+/// Publishes a `cancel` straight to the control exchange, as any producer may.
+async fn publish_cancel(env: &TestEnv, task_id: Uuid) {
+    let message = ControlMessage::Cancel(Cancel { task_id });
+    agentd::cancel::send_control(&env.publisher, &env.settings.amqp, &message)
+        .await
+        .expect("publish cancel");
+}
+
+/// Makes the stored events of an ended task look as a worker that died between its last
+/// commit and the broker's confirms leaves them: stored, flagged, never confirmed.
+async fn strand(env: &TestEnv, task_id: Uuid, flagged_secs_ago: f64) {
+    sqlx::query(
+        "UPDATE tasks SET confirmed_seq = 0, outbox_pending = true, \
+                updated_at = now() - make_interval(secs => $2) WHERE task_id = $1",
+    )
+    .bind(task_id)
+    .bind(flagged_secs_ago)
+    .execute(&env.pool)
+    .await
+    .expect("strand");
+}
+
+/// Waits until the task's outbox flag is clear and every stored event is confirmed.
+async fn wait_until_confirmed(env: &TestEnv, task_id: Uuid) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (pending, confirmed, stored): (bool, i64, i64) = sqlx::query_as(
+            "SELECT outbox_pending, confirmed_seq, event_seq FROM tasks WHERE task_id = $1",
+        )
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .expect("outbox columns");
+        if !pending && confirmed == stored && stored > 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not confirmed: pending {pending}, {confirmed} of {stored}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs one task to its end and consumes its published events.
+async fn run_one(env: &mut TestEnv, agent: Uuid, input: &str) -> (Uuid, Vec<u8>) {
+    let task_id = Uuid::now_v7();
+    let body = json!({"task_id": task_id, "agent_id": agent, "input": input}).to_string();
+    env.publish_raw(body.as_bytes()).await;
+    let first = env
+        .published_streams(&[task_id], Duration::from_secs(30))
+        .await;
+    assert_whole_stream(task_id, &first[&task_id]);
+    wait_until_confirmed(env, task_id).await;
+    (task_id, body.into_bytes())
+}
+
+#[tokio::test]
+async fn stranded_events_go_out_when_the_ended_task_is_redelivered() {
+    let llm = StatelessLlm::start().await;
+    let mut env = env_with(&llm, 4).await;
+    env.spawn_worker();
+    let agent = env.agent(None, None).await;
+    let (task_id, body) = run_one(&mut env, agent, "redelivered steps=2").await;
+    let stored = env.stored_events(task_id).await;
+    strand(&env, task_id, 0.0).await;
+    let sent = Instant::now();
+    env.publish_raw(&body).await;
+    let again = env
+        .published_streams(&[task_id], Duration::from_secs(30))
+        .await;
+    let took = sent.elapsed();
+    assert_whole_stream(task_id, &again[&task_id]);
+    assert_eq!(again[&task_id], stored, "the same events, ids and seqs");
+    // The redelivery published them, not the sweep (which leaves a fresh flag alone).
+    let grace = agentd::worker::outbox::SWEEP_GRACE;
+    assert!(took < grace, "republished after {took:?}");
+    wait_until_confirmed(&env, task_id).await;
+    assert_eq!(llm.calls_for("redelivered steps=2"), 3, "nothing ran again");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn the_sweep_publishes_what_nobody_confirmed_within_30_seconds() {
+    let llm = StatelessLlm::start().await;
+    let mut env = env_with(&llm, 4).await;
+    env.spawn_worker();
+    let agent = env.agent(None, None).await;
+    let (task_id, _) = run_one(&mut env, agent, "swept steps=1").await;
+    let stored = env.stored_events(task_id).await;
+    strand(&env, task_id, 60.0).await;
+    let stranded = Instant::now();
+    let again = env
+        .published_streams(&[task_id], Duration::from_secs(30))
+        .await;
+    assert_whole_stream(task_id, &again[&task_id]);
+    assert_eq!(again[&task_id], stored);
+    assert!(stranded.elapsed() < Duration::from_secs(30));
+    wait_until_confirmed(&env, task_id).await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_queued_task_cancelled_by_a_raw_control_message_never_starts() {
+    let llm = StatelessLlm::start().await;
+    // One task at a time: the second waits in the queue behind the first.
+    let mut env = env_with(&llm, 1).await;
+    env.spawn_worker();
+    let agent = env.agent(None, None).await;
+    let busy = env.submit(agent, "busy steps=1 delay_ms=1500").await;
+    let queued = env.submit(agent, "queued steps=1").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while llm.calls_for("busy steps=1 delay_ms=1500") == 0 {
+        assert!(Instant::now() < deadline, "the first task never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sent = Instant::now();
+    publish_cancel(&env, queued).await;
+    let streams = env
+        .published_streams(&[queued], Duration::from_secs(5))
+        .await;
+    let took = sent.elapsed();
+    let kinds: Vec<&str> = streams[&queued]
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["task.cancelled"], "no task.started before it");
+    assert!(
+        took < Duration::from_secs(1),
+        "task.cancelled after {took:?}"
+    );
+    assert_eq!(streams[&queued][0]["agent_id"], Value::Null);
+    assert_eq!(env.wait_terminal(busy).await.status, "completed");
+    // The queued message is acknowledged unrun once the worker reads it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while queue_depth(&env).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled task's message stays queued"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stored: Vec<String> = env
+        .stored_events(queued)
+        .await
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(stored, ["task.cancelled"], "nothing more was published");
+    assert_eq!(llm.calls_for("queued steps=1"), 0);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn control_messages_published_while_no_worker_runs_are_applied_first() {
+    let llm = StatelessLlm::start().await;
+    let mut env = env_with(&llm, 4).await;
+    let agent = env.agent(None, None).await;
+    let task_id = env.submit(agent, "never steps=1").await;
+    publish_cancel(&env, task_id).await;
+    env.spawn_worker();
+    let streams = env
+        .published_streams(&[task_id], Duration::from_secs(20))
+        .await;
+    let kinds: Vec<&str> = streams[&task_id]
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["task.cancelled"]);
+    assert_eq!(env.wait_terminal(task_id).await.status, "cancelled");
+    assert_eq!(llm.calls_for("never steps=1"), 0);
+    env.stop().await;
+}
+
+async fn queue_depth(env: &TestEnv) -> u32 {
+    let channel = env.publisher.channel().await.expect("channel");
+    channel
+        .queue_declare(
+            env.settings.amqp.tasks_queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .expect("tasks queue")
+        .message_count()
+}
