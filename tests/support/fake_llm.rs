@@ -42,6 +42,11 @@ pub use seed::{answer_reply, call_tool_reply, plan_reply, reflect_reply, seed_ob
 #[allow(unused_imports)]
 pub use sse::{ARGUMENT_PIECE, CONTENT_PIECE, StreamEnd};
 
+/// A 200 completion `body` sent as a provider streams it (SSE), for other fakes.
+pub fn streamed(body: &Value) -> Option<Response> {
+    sse::frames(body, &StreamEnd::Done).map(sse::response)
+}
+
 /// Replaced in reply bodies by the request's `current_recursion.trace_id`.
 pub const TRACE_ID_PLACEHOLDER: &str = "{{trace_id}}";
 

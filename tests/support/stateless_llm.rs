@@ -4,7 +4,9 @@
 //! ANSWER; `tool=NAME` makes those recursions call NAME with `{}` (or with `args=JSON`,
 //! written without spaces) instead of calculate, and `tool2=NAME args2=JSON` adds a second
 //! call to the same reply;
-//! `delay_ms=M` before each reply; `status=S` answers every call with HTTP S.
+//! `delay_ms=M` before each reply; `status=S` answers every call with HTTP S; `flaky=1`
+//! answers the first request of every recursion with 503 (the retry gets the reply). A
+//! request with `"stream": true` gets its reply as Server-Sent Events.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -25,6 +27,8 @@ struct Seen {
     /// Requests per user input and recursion (`current_recursion.iteration_index` of the
     /// state snapshot), in arrival order.
     iterations: HashMap<String, Vec<u32>>,
+    /// Requests per user input and count of assistant messages (for `flaky`).
+    attempts: HashMap<(String, u64), u32>,
     /// Authorization headers received.
     authorizations: Vec<Option<String>>,
 }
@@ -122,7 +126,11 @@ async fn reply(
         .unwrap_or("")
         .to_owned();
     let done = messages.iter().filter(|m| m["role"] == "assistant").count() as u64;
+    let mut attempt = 1;
     if let Ok(mut seen) = seen.lock() {
+        let count = seen.attempts.entry((input.clone(), done)).or_default();
+        *count += 1;
+        attempt = *count;
         *seen.calls.entry(input.clone()).or_default() += 1;
         if let Some(iteration) = iteration_index(&messages) {
             seen.iterations
@@ -138,6 +146,10 @@ async fn reply(
     }
     if let Some(delay) = word(&input, "delay_ms") {
         tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    if word(&input, "flaky") == Some(1) && attempt == 1 {
+        let error = json!({"error": {"message": "scripted flaky 503"}});
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(error)).into_response();
     }
     if let Some(status) = word(&input, "status") {
         let code = StatusCode::from_u16(status as u16).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -182,9 +194,12 @@ async fn reply(
     if let Some(calls) = tool_calls {
         message["tool_calls"] = calls;
     }
-    Json(
-        json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5}}),
-    )
-    .into_response()
+    let completion = json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5}});
+    if body["stream"] == json!(true)
+        && let Some(streamed) = super::fake_llm::streamed(&completion)
+    {
+        return streamed;
+    }
+    Json(completion).into_response()
 }
