@@ -35,7 +35,7 @@ use report::{Params, Resources};
 use setup::BenchEnv;
 use worker::WorkerProcess;
 
-/// Benchmarks `agentd worker` end to end (see the README, "Performance").
+/// Benchmarks `agentd worker` end to end (see docs/performance.md).
 #[derive(Debug, Parser)]
 #[command(name = "agentd-bench", version)]
 struct Args {
