@@ -176,7 +176,9 @@ async fn measure(
     let load_before = procfs::load_average()?;
     let (bench_cpu, host_busy) = (procfs::process_cpu_secs("self")?, procfs::host_busy_secs()?);
     let worker_cpu = worker.cpu_secs()?;
+    let processes = procfs::cpu_by_process();
     let followed = drive::follow(&load, &env.publisher, events, worker).await?;
+    let services = procfs::cpu_by_service(&processes, &procfs::cpu_by_process());
     let resources = Resources {
         peak_rss_mib: worker.peak_rss_mib()?,
         worker_cpu_s: worker.cpu_secs()? - worker_cpu,
@@ -184,6 +186,8 @@ async fn measure(
         host_busy_s: procfs::host_busy_secs()? - host_busy,
         llm_calls: fake.calls(),
         worker_log_lines: worker.log_lines(),
+        postgres_cpu_s: services.get("postgres").copied().unwrap_or(0.0),
+        rabbitmq_cpu_s: services.get("rabbitmq").copied().unwrap_or(0.0),
     };
     let stored = report::load(&env.pool).await?;
     report::check(&followed, &stored, args.recursions())?;

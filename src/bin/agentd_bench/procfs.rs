@@ -60,6 +60,49 @@ pub fn host_busy_secs() -> anyhow::Result<f64> {
     Ok(busy / TICKS_PER_SEC)
 }
 
+/// CPU seconds used so far by every process of the host, by pid, with its command name.
+pub fn cpu_by_process() -> std::collections::HashMap<u32, (String, f64)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Default::default();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let name = stat.split_once('(')?.1.rsplit_once(')')?.0.to_owned();
+            let cpu = process_cpu_secs(&pid.to_string()).ok()?;
+            Some((pid, (name, cpu)))
+        })
+        .collect()
+}
+
+/// Which service a process belongs to, by its command name.
+pub fn service_of(name: &str) -> &'static str {
+    match name {
+        n if n.starts_with("postgres") => "postgres",
+        "beam.smp" | "erl_child_setup" | "epmd" | "inet_gethost" => "rabbitmq",
+        _ => "other",
+    }
+}
+
+/// CPU seconds per service (see [`service_of`]) between two [`cpu_by_process`] readings;
+/// processes that started in between count from zero, those that ended are lost.
+pub fn cpu_by_service(
+    before: &std::collections::HashMap<u32, (String, f64)>,
+    after: &std::collections::HashMap<u32, (String, f64)>,
+) -> std::collections::HashMap<&'static str, f64> {
+    let mut services = std::collections::HashMap::new();
+    for (pid, (name, cpu)) in after {
+        let start = before
+            .get(pid)
+            .filter(|(old, _)| old == name)
+            .map_or(0.0, |(_, cpu)| *cpu);
+        *services.entry(service_of(name)).or_insert(0.0) += (cpu - start).max(0.0);
+    }
+    services
+}
+
 /// The host's 1-minute load average (how busy the shared machine was).
 pub fn load_average() -> anyhow::Result<f64> {
     let text = std::fs::read_to_string("/proc/loadavg").context("reading /proc/loadavg")?;
@@ -79,5 +122,14 @@ mod tests {
         assert!(process_cpu_secs("self").unwrap() >= 0.0);
         assert!(host_busy_secs().unwrap() > 0.0);
         assert!(load_average().unwrap() >= 0.0);
+        let processes = cpu_by_process();
+        assert!(processes.contains_key(&std::process::id()));
+        assert_eq!(service_of("postgres: agentd"), "postgres");
+        assert_eq!(service_of("beam.smp"), "rabbitmq");
+        assert!(
+            cpu_by_service(&processes, &processes)
+                .values()
+                .all(|cpu| *cpu == 0.0)
+        );
     }
 }

@@ -108,6 +108,10 @@ pub struct Resources {
     pub host_busy_s: f64,
     pub llm_calls: u64,
     pub worker_log_lines: usize,
+    /// CPU of every PostgreSQL process (the worker's backends included).
+    pub postgres_cpu_s: f64,
+    /// CPU of the RabbitMQ node (beam.smp and its helpers).
+    pub rabbitmq_cpu_s: f64,
 }
 
 /// Per-task distributions, in milliseconds.
@@ -175,6 +179,11 @@ pub fn summary(params: &Params, followed: &Followed, stored: &Stored, res: &Reso
         "worker_cpu_ms_per_recursion": round(res.worker_cpu_s * 1e3 / recursions.max(1.0), 3),
         "bench_cpu_s": round(res.bench_cpu_s, 2),
         "host_busy_cpu_s": round(res.host_busy_s, 2),
+        "host_cpu_ms_per_recursion": round(res.host_busy_s * 1e3 / recursions.max(1.0), 3),
+        "postgres_cpu_s": round(res.postgres_cpu_s, 2),
+        "postgres_cpu_ms_per_recursion": round(res.postgres_cpu_s * 1e3 / recursions.max(1.0), 3),
+        "rabbitmq_cpu_s": round(res.rabbitmq_cpu_s, 2),
+        "rabbitmq_cpu_ms_per_recursion": round(res.rabbitmq_cpu_s * 1e3 / recursions.max(1.0), 3),
         "host_load_1m": params.host_load_1m,
         "host_cores": std::thread::available_parallelism().map_or(1, usize::from),
         "worker_log_lines": res.worker_log_lines,
