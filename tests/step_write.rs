@@ -255,3 +255,58 @@ async fn take_new_leaves_known_tasks_and_unknown_agents_alone() {
         .expect("status");
     assert_eq!(status, "pending");
 }
+
+#[tokio::test]
+async fn steps_of_many_tasks_share_one_statement_and_each_is_fenced_alone() {
+    let env = TestEnv::without_worker(|_| {}).await;
+    let pool = &env.pool;
+    let (owner, intruder) = (Uuid::now_v7(), Uuid::now_v7());
+    let agent_id = agent(pool).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let task_id = Uuid::now_v7();
+        tasks::take_new(pool, &new_task(task_id, agent_id), agent_id, owner, 30.0)
+            .await
+            .expect("take_new")
+            .expect("agent");
+        ids.push(task_id);
+    }
+    let checkpoint = || Progress::Checkpoint {
+        iterations: 1,
+        plan: "[]".into(),
+        checkpoint: "{}".into(),
+    };
+    // The middle step is written by someone who does not hold its task.
+    let writes = [
+        step_with(ids[0], owner, 1, checkpoint()),
+        step_with(ids[1], intruder, 1, checkpoint()),
+        step_with(ids[2], owner, 1, checkpoint()),
+    ];
+    let event = |seq: i64| EventRow {
+        seq,
+        event_id: Uuid::now_v7(),
+        event_type: "task.started",
+        json: r#"{"type":"task.started"}"#,
+    };
+    let events = [[event(1)], [event(1)], [event(1)]];
+    let steps: Vec<step::Step<'_>> = writes
+        .iter()
+        .zip(&events)
+        .map(|(write, events)| step::Step { write, events })
+        .collect();
+    let written = step::write_many(pool, &steps).await.expect("write_many");
+    assert!(written.contains(&ids[0]) && written.contains(&ids[2]));
+    assert!(!written.contains(&ids[1]), "the fenced step is refused");
+    for (task_id, rows) in [(ids[0], 1), (ids[1], 0), (ids[2], 1)] {
+        for table in ["recursions", "llm_calls", "events"] {
+            assert_eq!(count(pool, table, task_id).await, rows, "{table}");
+        }
+        assert_eq!(count(pool, "tool_calls", task_id).await, rows * 2);
+    }
+    let event_seq: i64 = sqlx::query_scalar("SELECT event_seq FROM tasks WHERE task_id = $1")
+        .bind(ids[2])
+        .fetch_one(pool)
+        .await
+        .expect("event_seq");
+    assert_eq!(event_seq, 1, "each task's own highest seq");
+}

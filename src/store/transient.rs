@@ -12,7 +12,8 @@ pub fn is_transient(err: &anyhow::Error) -> bool {
         .any(sqlx_transient)
 }
 
-fn sqlx_transient(err: &sqlx::Error) -> bool {
+/// Whether this database error may go away by itself (see [`is_transient`]).
+pub fn sqlx_transient(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_) => true,
         sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,

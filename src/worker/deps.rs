@@ -7,6 +7,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::committer::Committer;
 use super::outbox::ConfirmedMarks;
 use crate::amqp::Publisher;
 use crate::config::AmqpSettings;
@@ -42,4 +43,6 @@ pub struct WorkerDeps {
     pub limits: Limits,
     /// Where finished tasks report their events confirmed (clears the outbox flag).
     pub marks: ConfirmedMarks,
+    /// Writes the steps of all tasks, several per statement (group commit).
+    pub committer: Committer,
 }

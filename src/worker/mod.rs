@@ -9,6 +9,7 @@ pub mod intake;
 pub mod interrupt;
 pub mod outbox;
 
+mod committer;
 mod control;
 mod deaths;
 mod delivery;
@@ -58,6 +59,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
     let publisher = amqp::connect_declared(settings).await?;
     let llm = OpenAiClient::new(&settings.llm.client_settings())?;
     let marks = outbox::ConfirmedMarks::start(pool.clone());
+    let committer = committer::Committer::start(pool.clone());
     Ok(WorkerDeps {
         pool,
         publisher,
@@ -74,6 +76,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         recursion_timeout: Duration::from_millis(settings.worker.recursion_timeout_ms),
         limits: settings.limits.clone(),
         marks,
+        committer,
     })
 }
 

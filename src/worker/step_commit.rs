@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::committer::Committer;
 use super::deps::WorkerDeps;
 use super::events::{Encoded, Outbound};
 use crate::store::{self, step::StepWrite};
@@ -59,7 +60,7 @@ impl StepCommit {
         previous: Option<StepCommit>,
         confirmed: Confirmed,
     ) -> Self {
-        let pool = deps.pool.clone();
+        let committer = deps.committer.clone();
         let publisher = deps.publisher.clone();
         let exchange = deps.names.events_exchange.clone();
         let (written, on_written) = oneshot::channel();
@@ -69,7 +70,7 @@ impl StepCommit {
                     outbound.prepend(previous.finish().await?);
                 }
                 write.confirmed_seq = confirmed.get();
-                write_through_outages(&pool, &release, &write, &outbound).await?;
+                let outbound = write_through_outages(&committer, &release, write, outbound).await?;
                 let _ = written.send(());
                 outbound.observe();
                 let delivered = outbound.deliver(&publisher, &exchange).await;
@@ -104,16 +105,17 @@ impl StepCommit {
 /// Writes the step, retrying with backoff while the database is unreachable (the task
 /// pauses), until it works or the task is released. A lost lease is an error.
 async fn write_through_outages(
-    pool: &sqlx::PgPool,
+    committer: &Committer,
     release: &CancellationToken,
-    write: &StepWrite,
-    outbound: &Outbound,
-) -> anyhow::Result<()> {
-    let rows = outbound.rows();
+    mut write: StepWrite,
+    mut outbound: Outbound,
+) -> anyhow::Result<Outbound> {
     let mut delays = store::transient::delays();
     loop {
-        let err = match store::step::write(pool, write, &rows).await {
-            Ok(true) => return Ok(()),
+        let done = committer.commit(write, outbound).await?;
+        (write, outbound) = (done.write, done.outbound);
+        let err = match done.result {
+            Ok(true) => return Ok(outbound),
             Ok(false) => anyhow::bail!("lease lost: another worker has taken this task over"),
             Err(err) => anyhow::Error::new(err).context("committing a step"),
         };

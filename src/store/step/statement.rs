@@ -1,0 +1,314 @@
+//! The statement behind [`super::write_many`]: one array per column of every table it
+//! writes, each row tagged with its task, joined with the tasks whose fenced `UPDATE`
+//! succeeded. Rows of a step whose fence failed are dropped by that join.
+
+use std::collections::HashSet;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{Progress, Step, ToolMeta};
+use crate::core::limits::{trim_json, trim_text};
+use crate::core::types::ToolCallResult;
+
+/// `$1..$12` the tasks, `$13..$25` recursions, `$26..$32` started tool calls, `$33..$46`
+/// finished tool calls, `$47..$55` LLM attempts, `$56..$60` events.
+const WRITE_STEPS: &str = "\
+WITH v AS (
+    SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[],
+                         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                         $11::bigint[], $12::bigint[])
+        AS v (task_id, owner, kind, iterations, plan, checkpoint, status, answer, error,
+              fail_reason, confirmed, event_seq)
+),
+task AS (
+    UPDATE tasks t SET
+        updated_at = now(),
+        iterations = CASE WHEN v.kind = 'touch' THEN t.iterations ELSE v.iterations END,
+        plan = CASE WHEN v.kind = 'touch' THEN t.plan ELSE v.plan::jsonb END,
+        checkpoint = CASE v.kind WHEN 'touch' THEN t.checkpoint WHEN 'finish' THEN NULL
+                     ELSE v.checkpoint::jsonb END,
+        status = CASE WHEN v.kind = 'finish' THEN v.status ELSE t.status END,
+        answer = CASE WHEN v.kind = 'finish' THEN v.answer ELSE t.answer END,
+        error = CASE WHEN v.kind = 'finish' THEN v.error ELSE t.error END,
+        fail_reason = CASE WHEN v.kind = 'finish' THEN v.fail_reason ELSE t.fail_reason END,
+        finished_at = CASE WHEN v.kind = 'finish' THEN now() ELSE t.finished_at END,
+        lease_owner = CASE WHEN v.kind = 'finish' THEN NULL ELSE t.lease_owner END,
+        lease_until = CASE WHEN v.kind = 'finish' THEN NULL ELSE t.lease_until END,
+        event_seq = GREATEST(t.event_seq, v.event_seq),
+        confirmed_seq = GREATEST(t.confirmed_seq, v.confirmed),
+        outbox_pending = CASE WHEN v.kind = 'finish' THEN true ELSE t.outbox_pending END
+    FROM v
+    WHERE t.task_id = v.task_id AND t.lease_owner = v.owner AND t.status = 'running'
+    RETURNING t.task_id
+),
+recursion_rows AS (
+    INSERT INTO recursions (trace_id, task_id, iteration, step_id, action_type, observe,
+                            thought, abstract, output, status, error_log, started_at,
+                            finished_at)
+    SELECT r.trace_id, r.task_id, r.iteration, r.step_id, r.action_type, r.observe,
+           r.thought, r.abstract, r.output::jsonb, r.status, r.error_log, r.started_at,
+           r.finished_at
+    FROM UNNEST($13::uuid[], $14::uuid[], $15::int[], $16::text[], $17::text[],
+                $18::text[], $19::text[], $20::text[], $21::text[], $22::text[],
+                $23::text[], $24::timestamptz[], $25::timestamptz[])
+         AS r (task_id, trace_id, iteration, step_id, action_type, observe, thought,
+               abstract, output, status, error_log, started_at, finished_at)
+    JOIN task USING (task_id)
+),
+started_rows AS (
+    INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, state, effect,
+                            idempotency_key, started_at)
+    SELECT s.task_id, s.trace_id, s.tool_call_id, s.name, s.arguments::jsonb, 'started',
+           s.effect, s.idempotency_key, now()
+    FROM UNNEST($26::uuid[], $27::uuid[], $28::text[], $29::text[], $30::text[],
+                $31::text[], $32::text[]) WITH ORDINALITY
+         AS s (task_id, trace_id, tool_call_id, name, arguments, effect, idempotency_key,
+               ord)
+    JOIN task USING (task_id)
+    ORDER BY s.ord
+    ON CONFLICT (trace_id, tool_call_id) DO NOTHING
+),
+tool_call_rows AS (
+    INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, success, result,
+                            error, duration_ms, state, effect, idempotency_key, started_at,
+                            finished_at)
+    SELECT c.task_id, c.trace_id, c.tool_call_id, c.name, c.arguments::jsonb, c.success,
+           c.result::jsonb, c.error, c.duration_ms,
+           COALESCE(c.state, CASE WHEN c.success THEN 'succeeded' ELSE 'failed' END),
+           c.effect, c.idempotency_key, c.started_at, COALESCE(c.finished_at, now())
+    FROM UNNEST($33::uuid[], $34::uuid[], $35::text[], $36::text[], $37::text[],
+                $38::bool[], $39::text[], $40::text[], $41::bigint[], $42::text[],
+                $43::text[], $44::text[], $45::timestamptz[], $46::timestamptz[])
+         WITH ORDINALITY
+         AS c (task_id, trace_id, tool_call_id, name, arguments, success, result, error,
+               duration_ms, state, effect, idempotency_key, started_at, finished_at, ord)
+    JOIN task USING (task_id)
+    ORDER BY c.ord
+    ON CONFLICT (trace_id, tool_call_id) DO UPDATE SET
+        success = EXCLUDED.success, result = EXCLUDED.result, error = EXCLUDED.error,
+        duration_ms = EXCLUDED.duration_ms, state = EXCLUDED.state,
+        finished_at = EXCLUDED.finished_at
+),
+llm_call_rows AS (
+    INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms,
+                           prompt_tokens, completion_tokens, error)
+    SELECT l.task_id, l.trace_id, l.iteration, l.attempt, l.status, l.latency_ms,
+           l.prompt_tokens, l.completion_tokens, l.error
+    FROM UNNEST($47::uuid[], $48::uuid[], $49::int[], $50::int[], $51::text[],
+                $52::bigint[], $53::bigint[], $54::bigint[], $55::text[]) WITH ORDINALITY
+         AS l (task_id, trace_id, iteration, attempt, status, latency_ms, prompt_tokens,
+               completion_tokens, error, ord)
+    JOIN task USING (task_id)
+    ORDER BY l.ord
+),
+event_rows AS (
+    INSERT INTO events (task_id, seq, event_id, type, payload)
+    SELECT e.task_id, e.seq, e.event_id, e.type, e.payload::jsonb
+    FROM UNNEST($56::uuid[], $57::bigint[], $58::uuid[], $59::text[], $60::text[])
+         AS e (task_id, seq, event_id, type, payload)
+    JOIN task USING (task_id)
+)
+SELECT task_id FROM task";
+
+fn int(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+fn bigint(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The task columns of the statement, one entry per step.
+#[derive(Default)]
+struct Tasks<'a> {
+    task_id: Vec<Uuid>,
+    owner: Vec<Uuid>,
+    kind: Vec<&'static str>,
+    iterations: Vec<i32>,
+    plan: Vec<Option<&'a str>>,
+    checkpoint: Vec<Option<&'a str>>,
+    status: Vec<Option<&'static str>>,
+    answer: Vec<Option<&'a str>>,
+    error: Vec<Option<&'a str>>,
+    fail_reason: Vec<Option<&'static str>>,
+    confirmed: Vec<i64>,
+    event_seq: Vec<i64>,
+}
+
+impl<'a> Tasks<'a> {
+    fn push(&mut self, step: &Step<'a>) {
+        let write = step.write;
+        let (kind, iterations, plan, checkpoint, finish) = match &write.progress {
+            Progress::Touch => ("touch", 0, None, None, None),
+            Progress::Checkpoint {
+                iterations,
+                plan,
+                checkpoint,
+            } => (
+                "checkpoint",
+                *iterations,
+                Some(plan.as_str()),
+                Some(checkpoint.as_str()),
+                None,
+            ),
+            Progress::Finish(end) => (
+                "finish",
+                end.iterations,
+                Some(end.plan.as_str()),
+                None,
+                Some(end),
+            ),
+        };
+        self.task_id.push(write.task_id);
+        self.owner.push(write.owner);
+        self.kind.push(kind);
+        self.iterations.push(int(iterations));
+        self.plan.push(plan);
+        self.checkpoint.push(checkpoint);
+        self.status.push(finish.map(|f| f.status));
+        self.answer.push(finish.and_then(|f| f.answer.as_deref()));
+        self.error.push(finish.and_then(|f| f.error.as_deref()));
+        self.fail_reason.push(finish.and_then(|f| f.fail_reason));
+        self.confirmed.push(write.confirmed_seq);
+        self.event_seq
+            .push(step.events.iter().map(|e| e.seq).max().unwrap_or(0));
+    }
+}
+
+/// One finished tool call with its task, recursion and ledger fields.
+struct FinishedCall<'a> {
+    task_id: Uuid,
+    trace_id: Uuid,
+    result: &'a ToolCallResult,
+    meta: Option<&'a ToolMeta>,
+    max_chars: usize,
+}
+
+fn finished_calls<'a>(steps: &[Step<'a>]) -> Vec<FinishedCall<'a>> {
+    let mut calls = Vec::new();
+    for step in steps {
+        let write = step.write;
+        let results = write
+            .records
+            .iter()
+            .flat_map(|r| r.tool_call_results.iter().map(move |c| (r.trace_id, c)));
+        for (index, (trace_id, result)) in results.enumerate() {
+            calls.push(FinishedCall {
+                task_id: write.task_id,
+                trace_id,
+                result,
+                meta: write.tool_meta.get(index),
+                max_chars: write.max_result_chars,
+            });
+        }
+    }
+    calls
+}
+
+/// Every item of every step, with the step's write.
+fn rows<'a, T: 'a>(
+    steps: &[Step<'a>],
+    items: impl Fn(&'a super::StepWrite) -> &'a [T],
+) -> Vec<(&'a super::StepWrite, &'a T)> {
+    steps
+        .iter()
+        .flat_map(|s| items(s.write).iter().map(move |item| (s.write, item)))
+        .collect()
+}
+
+fn column<'a, T, U>(items: &'a [T], field: impl Fn(&'a T) -> U) -> Vec<U> {
+    items.iter().map(field).collect()
+}
+
+pub(super) async fn execute(pool: &PgPool, steps: &[Step<'_>]) -> sqlx::Result<HashSet<Uuid>> {
+    let mut tasks = Tasks::default();
+    steps.iter().for_each(|step| tasks.push(step));
+    let records = rows(steps, |w| &w.records);
+    let started = rows(steps, |w| &w.started);
+    let llm = rows(steps, |w| &w.llm_rows);
+    let calls = finished_calls(steps);
+    let events: Vec<(Uuid, &super::EventRow<'_>)> = steps
+        .iter()
+        .flat_map(|s| s.events.iter().map(move |e| (s.write.task_id, e)))
+        .collect();
+    let written: Vec<Uuid> = sqlx::query_scalar(WRITE_STEPS)
+        .bind(&tasks.task_id)
+        .bind(&tasks.owner)
+        .bind(&tasks.kind)
+        .bind(&tasks.iterations)
+        .bind(&tasks.plan)
+        .bind(&tasks.checkpoint)
+        .bind(&tasks.status)
+        .bind(&tasks.answer)
+        .bind(&tasks.error)
+        .bind(&tasks.fail_reason)
+        .bind(&tasks.confirmed)
+        .bind(&tasks.event_seq)
+        // recursions
+        .bind(column(&records, |(w, _)| w.task_id))
+        .bind(column(&records, |(_, r)| r.trace_id))
+        .bind(column(&records, |(_, r)| int(r.iteration)))
+        .bind(column(&records, |(_, r)| r.step_id.as_deref()))
+        .bind(column(&records, |(_, r)| r.action_type.as_deref()))
+        .bind(column(&records, |(_, r)| r.observe.as_str()))
+        .bind(column(&records, |(_, r)| r.thought.as_str()))
+        .bind(column(&records, |(_, r)| r.abstract_.as_str()))
+        .bind(column(&records, |(_, r)| r.output.to_string()))
+        .bind(column(&records, |(_, r)| r.status.as_str()))
+        .bind(column(&records, |(_, r)| r.error_log.as_deref()))
+        .bind(column(&records, |(_, r)| r.started_at))
+        .bind(column(&records, |(_, r)| r.finished_at))
+        // started tool calls
+        .bind(column(&started, |(w, _)| w.task_id))
+        .bind(column(&started, |(_, s)| s.trace_id))
+        .bind(column(&started, |(_, s)| s.tool_call_id.as_str()))
+        .bind(column(&started, |(_, s)| s.name.as_str()))
+        .bind(column(&started, |(_, s)| s.arguments.as_str()))
+        .bind(column(&started, |(_, s)| s.effect))
+        .bind(column(&started, |(_, s)| s.idempotency_key.as_deref()))
+        // finished tool calls
+        .bind(column(&calls, |c| c.task_id))
+        .bind(column(&calls, |c| c.trace_id))
+        .bind(column(&calls, |c| c.result.tool_call_id.as_str()))
+        .bind(column(&calls, |c| c.result.name.as_str()))
+        .bind(column(&calls, |c| {
+            trim_json(&c.result.arguments, c.max_chars).to_string()
+        }))
+        .bind(column(&calls, |c| c.result.success))
+        .bind(column(&calls, |c| {
+            let value = c.result.result.as_ref();
+            value.map(|v| trim_json(v, c.max_chars).to_string())
+        }))
+        .bind(column(&calls, |c| {
+            let error = c.result.error.as_deref();
+            error.map(|e| trim_text(e, c.max_chars))
+        }))
+        .bind(column(&calls, |c| bigint(c.result.duration_ms)))
+        .bind(column(&calls, |c| c.meta.map(|m| m.state)))
+        .bind(column(&calls, |c| c.meta.map(|m| m.effect)))
+        .bind(column(&calls, |c| {
+            c.meta.and_then(|m| m.idempotency_key.as_deref())
+        }))
+        .bind(column(&calls, |c| c.meta.map(|m| m.started_at)))
+        .bind(column(&calls, |c| c.meta.map(|m| m.finished_at)))
+        // LLM attempts
+        .bind(column(&llm, |(w, _)| w.task_id))
+        .bind(column(&llm, |(_, l)| l.trace_id))
+        .bind(column(&llm, |(_, l)| int(l.iteration)))
+        .bind(column(&llm, |(_, l)| int(l.attempt)))
+        .bind(column(&llm, |(_, l)| l.status.as_str()))
+        .bind(column(&llm, |(_, l)| bigint(l.latency_ms)))
+        .bind(column(&llm, |(_, l)| l.prompt_tokens))
+        .bind(column(&llm, |(_, l)| l.completion_tokens))
+        .bind(column(&llm, |(_, l)| l.error.as_deref()))
+        // events
+        .bind(column(&events, |(task_id, _)| *task_id))
+        .bind(column(&events, |(_, e)| e.seq))
+        .bind(column(&events, |(_, e)| e.event_id))
+        .bind(column(&events, |(_, e)| e.event_type))
+        .bind(column(&events, |(_, e)| e.json))
+        .fetch_all(pool)
+        .await?;
+    Ok(written.into_iter().collect())
+}
