@@ -136,8 +136,8 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             stream,
             wait,
         } => {
-            let task = cli::submit::Submission {
-                task_id: task_id.unwrap_or_else(Uuid::now_v7),
+            let task = agentd::contract::TaskMessage {
+                task_id,
                 agent_id: agent,
                 input,
                 conversation_id: conversation,
