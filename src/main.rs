@@ -67,6 +67,13 @@ enum Command {
     Prune(cli::prune::PruneArgs),
     /// List every tool a worker would offer (built-in and MCP) with its source.
     Tools,
+    /// Print the AsyncAPI 3 document of the broker interface (tasks, control messages,
+    /// events) as JSON; needs no configuration, database or broker.
+    Asyncapi {
+        /// Compare with the file at PATH instead of printing; exit non-zero when it differs.
+        #[arg(long, value_name = "PATH")]
+        check: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,6 +97,11 @@ enum AgentCommand {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    // The document describes the contract's default names, so it is printed before (and
+    // whether or not) any configuration loads.
+    if let Command::Asyncapi { check } = &args.command {
+        return finish(cli::asyncapi::run(check.as_deref()));
+    }
     let settings = match Settings::load(args.config.as_deref()) {
         Ok(settings) => settings,
         Err(err) => {
@@ -98,7 +110,11 @@ async fn main() -> ExitCode {
         }
     };
     cli::telemetry::init(&settings.log);
-    match dispatch(args.command, settings).await {
+    finish(dispatch(args.command, settings).await)
+}
+
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("agentd: {err:#}");
@@ -136,8 +152,8 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             stream,
             wait,
         } => {
-            let task = cli::submit::Submission {
-                task_id: task_id.unwrap_or_else(Uuid::now_v7),
+            let task = agentd::contract::TaskMessage {
+                task_id,
                 agent_id: agent,
                 input,
                 conversation_id: conversation,
@@ -151,5 +167,6 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
         Command::Cancel { task_id } => cli::cancel::run(&settings, task_id).await,
         Command::Prune(args) => cli::prune::run(&settings, &args).await,
         Command::Tools => cli::tools::run(&settings).await,
+        Command::Asyncapi { check } => cli::asyncapi::run(check.as_deref()),
     }
 }

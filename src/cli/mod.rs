@@ -1,5 +1,6 @@
 //! The commands of the `agentd` binary. Each opens only the connections it needs.
 
+pub mod asyncapi;
 pub mod cancel;
 pub mod prune;
 pub mod submit;

@@ -4,29 +4,22 @@
 use std::process::ExitCode;
 
 use futures::StreamExt;
-use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::watch::{describe, event_task};
 use crate::amqp;
 use crate::config::Settings;
-
-/// The task message (CONTRACT §2).
-#[derive(Debug, Clone, Serialize)]
-pub struct Submission {
-    pub task_id: Uuid,
-    pub agent_id: Uuid,
-    pub input: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub conversation_id: Option<Uuid>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub constraints: Vec<String>,
-    pub stream: bool,
-}
+use crate::contract::TaskMessage;
 
 /// Publishes the task; prints its id, or follows it to the end with `wait`.
-pub async fn run(settings: &Settings, task: &Submission, wait: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(settings: &Settings, task: &TaskMessage, wait: bool) -> anyhow::Result<ExitCode> {
+    // The id is printed and followed, so it is chosen here when the caller left it out.
+    let task_id = task.task_id.unwrap_or_else(Uuid::now_v7);
+    let task = TaskMessage {
+        task_id: Some(task_id),
+        ..task.clone()
+    };
     let publisher = amqp::connect_declared(settings).await?;
     // Subscribe before publishing so that no event can be missed.
     let mut events = match wait {
@@ -35,11 +28,11 @@ pub async fn run(settings: &Settings, task: &Submission, wait: bool) -> anyhow::
         ),
         false => None,
     };
-    let body = serde_json::to_vec(task)?;
+    let body = serde_json::to_vec(&task)?;
     publisher
         .publish_task(&settings.amqp.tasks_queue, &body)
         .await?;
-    println!("{}", task.task_id);
+    println!("{task_id}");
     let Some(events) = events.as_mut() else {
         return Ok(ExitCode::SUCCESS);
     };
@@ -48,7 +41,7 @@ pub async fn run(settings: &Settings, task: &Submission, wait: bool) -> anyhow::
         let Ok(event) = serde_json::from_slice::<Value>(&delivery.data) else {
             continue;
         };
-        if event_task(&event) != Some(task.task_id) {
+        if event_task(&event) != Some(task_id) {
             continue;
         }
         eprintln!("{}", describe(&event, false));

@@ -12,8 +12,13 @@ pub struct Cancel {
 }
 
 /// A control message with its type.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `JsonSchema` is derived only so that the AsyncAPI document lists every variant with the
+/// schema of its body: in that (externally tagged) schema the tag is the AMQP `type`
+/// ([`ControlMessage::kind`]) and never part of the JSON, which is the body alone.
+#[derive(Debug, Clone, PartialEq, Eq, JsonSchema)]
 pub enum ControlMessage {
+    #[schemars(rename = "cancel")]
     Cancel(Cancel),
 }
 

@@ -15,6 +15,7 @@ use crate::core::state::{RecursionStatus, StepStatus};
 /// One progress event as published and stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
+    /// Unique per event, also the AMQP `message_id`; a redelivered event keeps it.
     pub event_id: Uuid,
     pub task_id: Uuid,
     /// Null for a task cancelled before any worker read its message (agent unknown yet).
@@ -23,7 +24,9 @@ pub struct Event {
     pub seq: i64,
     /// The recursion the event belongs to, if any.
     pub trace_id: Option<Uuid>,
+    /// The recursion's number (1, 2, …), if the event belongs to one.
     pub iteration: Option<u32>,
+    /// When the event happened (RFC 3339, UTC).
     pub ts: DateTime<Utc>,
     /// `type` and `data`.
     #[serde(flatten)]
@@ -191,7 +194,7 @@ pub struct TaskResumed {
     pub reason: ResumeReason,
 }
 
-/// `recursion.started`.
+/// `recursion.started`: a recursion begins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RecursionStarted {
     pub iteration: u32,
@@ -217,7 +220,7 @@ pub struct LlmDelta {
     pub attempt: u32,
 }
 
-/// `recursion.completed`.
+/// `recursion.completed`: a recursion ended, with the model's reply or the error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RecursionCompleted {
     pub iteration: u32,
@@ -254,7 +257,7 @@ pub struct StepUpdated {
     pub status: StepStatus,
 }
 
-/// `tool.started`.
+/// `tool.started`: a tool call begins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolStarted {
     pub tool_call_id: String,
@@ -291,7 +294,7 @@ pub struct TaskCompleted {
     pub iterations: u32,
 }
 
-/// `task.failed`.
+/// `task.failed`: the task ended without an answer (`reason` says why).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskFailed {
     pub reason: FailReason,
@@ -301,7 +304,7 @@ pub struct TaskFailed {
     pub partial: Option<String>,
 }
 
-/// `task.cancelled`.
+/// `task.cancelled`: the task was cancelled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskCancelled {
     pub iterations: u32,

@@ -8,6 +8,7 @@
 //! Nothing here does I/O; parsing of untrusted task messages with per-field reasons stays
 //! in `worker::intake`.
 
+pub mod asyncapi;
 pub mod control;
 pub mod events;
 pub mod task;

@@ -191,6 +191,7 @@ impl TestEnv {
                 .expect("event stream open")
                 .expect("event delivery");
             let event: Value = serde_json::from_slice(&delivery.data).expect("event JSON");
+            super::schema::assert_valid_event(&event);
             if event["task_id"] != json!(task_id) {
                 continue;
             }
@@ -235,6 +236,7 @@ impl TestEnv {
                 .expect("event stream open")
                 .expect("event delivery");
             let event: Value = serde_json::from_slice(&delivery.data).expect("event JSON");
+            super::schema::assert_valid_event(&event);
             let task = event["task_id"]
                 .as_str()
                 .and_then(|t| t.parse::<Uuid>().ok());
@@ -270,6 +272,7 @@ impl TestEnv {
             .bind(task_id)
             .fetch_all(&self.pool)
             .await
+            .inspect(|events| events.iter().for_each(super::schema::assert_valid_event))
             .expect("events")
     }
 

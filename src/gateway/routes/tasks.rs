@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::cancel::CancelResult;
-use crate::cli::submit::Submission;
+use crate::contract::TaskMessage;
 use crate::gateway::AppState;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::gateway::openapi;
@@ -122,8 +122,9 @@ pub async fn create_task(
             format!("no agent {}", body.agent_id),
         ));
     }
-    let task = Submission {
-        task_id: Uuid::now_v7(),
+    let task_id = Uuid::now_v7();
+    let task = TaskMessage {
+        task_id: Some(task_id),
         agent_id: body.agent_id,
         input: body.input,
         conversation_id: body.conversation_id,
@@ -131,10 +132,10 @@ pub async fn create_task(
         stream: body.stream.unwrap_or(false),
     };
     publish(&state, &task).await?;
-    record_pending(&state, &task).await;
-    let task_url = format!("/v1/tasks/{}", task.task_id);
+    record_pending(&state, task_id, &task).await;
+    let task_url = format!("/v1/tasks/{task_id}");
     let accepted = TaskAccepted {
-        task_id: task.task_id,
+        task_id,
         status: status::PENDING,
         events_url: format!("{task_url}/events"),
         task_url: task_url.clone(),
@@ -148,7 +149,7 @@ pub async fn create_task(
 }
 
 /// Publishes the task message exactly as `agentd submit` does.
-async fn publish(state: &AppState, task: &Submission) -> Result<(), ApiError> {
+async fn publish(state: &AppState, task: &TaskMessage) -> Result<(), ApiError> {
     let message = serde_json::to_vec(task).map_err(|err| ApiError::internal(&err))?;
     let limit = state.settings().worker.max_message_bytes;
     if message.len() > limit {
@@ -171,9 +172,9 @@ async fn publish(state: &AppState, task: &Submission) -> Result<(), ApiError> {
 /// Inserts the `pending` row the worker would insert on intake (the same idempotent
 /// insert), so that the task is readable and followable before a worker takes it. The
 /// message is published already, so a failure here only delays that: it is logged.
-async fn record_pending(state: &AppState, task: &Submission) {
+async fn record_pending(state: &AppState, task_id: Uuid, task: &TaskMessage) {
     let row = NewTask {
-        task_id: task.task_id,
+        task_id,
         agent_id: Some(task.agent_id),
         conversation_id: task.conversation_id,
         input: Some(&task.input),
@@ -181,7 +182,7 @@ async fn record_pending(state: &AppState, task: &Submission) {
         stream: task.stream,
     };
     if let Err(err) = store::tasks::insert_pending(state.pool(), &row).await {
-        tracing::warn!(task_id = %task.task_id, error = %err, "could not record the pending task");
+        tracing::warn!(%task_id, error = %err, "could not record the pending task");
     }
 }
 

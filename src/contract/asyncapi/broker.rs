@@ -1,0 +1,172 @@
+//! Where each message of the AsyncAPI document goes on the broker: the server, the channels
+//! (the tasks queue and the two fanout exchanges with their AMQP bindings), the operations
+//! of a client, and the message objects with the AMQP properties each message carries.
+
+use serde_json::{Map, Value, json};
+
+use super::{AMQP_BINDING, CONTROL_EXCHANGE, EVENTS_EXCHANGE, Message, TASKS_QUEUE};
+
+pub(super) fn servers() -> Value {
+    json!({
+        "rabbitmq": {
+            "host": "{host}:{port}",
+            "protocol": "amqp",
+            "protocolVersion": "0.9.1",
+            "description": "The RabbitMQ of `amqp.url` (virtual host `/` by default).",
+            "variables": {
+                "host": {"default": "127.0.0.1"},
+                "port": {"default": "5672"},
+            },
+        },
+    })
+}
+
+pub(super) fn task_message(payload: Value) -> Value {
+    json!({
+        "name": "task",
+        "title": "Task message",
+        "summary": "One task for an agent.",
+        "description": "Persistent (delivery_mode 2) JSON with content_type application/json \
+            (another content type, invalid JSON, a missing or blank field, an unknown agent or \
+            a body over worker.max_message_bytes is dead-lettered to agentd.tasks.dead with \
+            the reason in header x-agentd-reason). A task_id published twice runs once. \
+            CONTRACT v2 §9 also names the optional AMQP properties reply_to and \
+            correlation_id (completion delivery to the producer); this worker does not act \
+            on them yet.",
+        "contentType": "application/json",
+        "payload": payload,
+    })
+}
+
+pub(super) fn control_message(message: &Message) -> Value {
+    json!({
+        "name": message.name,
+        "title": message.name,
+        "summary": message.summary,
+        "description": format!(
+            "Persistent JSON, AMQP `type` = `{}`. Every worker receives it; the one holding \
+            the task acts on it, and a message published while no worker runs waits in \
+            agentd.control.pending.",
+            message.name
+        ),
+        "contentType": "application/json",
+        "payload": message.payload,
+        "bindings": {"amqp": {"messageType": message.name, "bindingVersion": AMQP_BINDING}},
+    })
+}
+
+pub(super) fn event_message(message: &Message) -> Value {
+    json!({
+        "name": message.name,
+        "title": message.name,
+        "summary": message.summary,
+        "description": format!(
+            "Persistent JSON, AMQP `type` = `{}`, `message_id` = the payload's event_id, \
+            header task_id; also stored as the payload of a row of table events.",
+            message.name
+        ),
+        "contentType": "application/json",
+        "headers": {"$ref": "#/components/schemas/EventHeaders"},
+        "payload": message.payload,
+        "bindings": {"amqp": {"messageType": message.name, "bindingVersion": AMQP_BINDING}},
+    })
+}
+
+/// `{name: {"$ref": "#/components/messages/name"}}` for each message.
+fn message_refs<'a>(names: impl Iterator<Item = &'a str>) -> Map<String, Value> {
+    names
+        .map(|name| {
+            let reference = json!({"$ref": format!("#/components/messages/{name}")});
+            (name.to_owned(), reference)
+        })
+        .collect()
+}
+
+fn fanout(name: &str) -> Value {
+    json!({
+        "amqp": {
+            "is": "routingKey",
+            "exchange": {
+                "name": name,
+                "type": "fanout",
+                "durable": true,
+                "autoDelete": false,
+                "vhost": "/",
+            },
+            "bindingVersion": AMQP_BINDING,
+        },
+    })
+}
+
+pub(super) fn channels(controls: &[Message], events: &[Message]) -> Value {
+    json!({
+        "tasks": {
+            "address": TASKS_QUEUE,
+            "title": "Tasks in",
+            "description": "The routing key of the quorum queue agentd.tasks on the default \
+                exchange. The queue has x-delivery-limit (worker.max_deliveries, default 5) \
+                and dead-letters through the fanout exchange agentd.tasks.dead; a task whose \
+                message the broker dead-letters ends failed, reason delivery_limit.",
+            "messages": message_refs(std::iter::once("task")),
+            "bindings": {
+                "amqp": {
+                    "is": "routingKey",
+                    "exchange": {"type": "default", "vhost": "/"},
+                    "bindingVersion": AMQP_BINDING,
+                },
+            },
+        },
+        "control": {
+            "address": CONTROL_EXCHANGE,
+            "title": "Control messages",
+            "description": "Durable fanout exchange (the routing key is ignored): every \
+                worker receives every control message, named by its AMQP `type`; a message \
+                of an unknown type is ignored (with a warning in the worker's log).",
+            "messages": message_refs(controls.iter().map(|m| m.name.as_str())),
+            "bindings": fanout(CONTROL_EXCHANGE),
+        },
+        "events": {
+            "address": EVENTS_EXCHANGE,
+            "title": "Progress events",
+            "description": "Durable fanout exchange; bind a queue of your own. Delivery is at \
+                least once: dedupe by (task_id, seq). seq starts at 1 per task and grows by \
+                exactly 1; exactly one of task.completed, task.failed and task.cancelled \
+                ends every task, as its last event.",
+            "messages": message_refs(events.iter().map(|m| m.name.as_str())),
+            "bindings": fanout(EVENTS_EXCHANGE),
+        },
+    })
+}
+
+/// `[{"$ref": "#/channels/channel/messages/name"}]` for each message.
+fn channel_messages<'a>(channel: &str, names: impl Iterator<Item = &'a str>) -> Value {
+    names
+        .map(|name| json!({"$ref": format!("#/channels/{channel}/messages/{name}")}))
+        .collect()
+}
+
+pub(super) fn operations(controls: &[Message], events: &[Message]) -> Value {
+    let persistent = json!({"amqp": {"deliveryMode": 2, "bindingVersion": AMQP_BINDING}});
+    json!({
+        "sendTask": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/tasks"},
+            "summary": "Submit a task (or run `agentd submit`).",
+            "messages": channel_messages("tasks", std::iter::once("task")),
+            "bindings": persistent,
+        },
+        "sendControl": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/control"},
+            "summary": "Act on a task wherever it is (or run `agentd cancel`).",
+            "messages": channel_messages("control", controls.iter().map(|m| m.name.as_str())),
+            "bindings": persistent,
+        },
+        "receiveEvents": {
+            "action": "receive",
+            "channel": {"$ref": "#/channels/events"},
+            "summary": "Follow every task's progress (or run `agentd watch`).",
+            "messages": channel_messages("events", events.iter().map(|m| m.name.as_str())),
+        },
+    })
+}
