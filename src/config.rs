@@ -42,6 +42,10 @@ pub struct Settings {
 /// RabbitMQ connection and topology names (CONTRACT §2–3).
 #[derive(Debug, Clone, Deserialize)]
 pub struct AmqpSettings {
+    /// One AMQP URL, or the nodes of one cluster separated by commas (a TOML list is
+    /// accepted too and joined): a worker connects to one node and moves to the next when
+    /// it loses it.
+    #[serde(deserialize_with = "url_list")]
     pub url: String,
     pub tasks_queue: String,
     pub dead_letter_queue: String,
@@ -177,6 +181,31 @@ pub struct WorkerSettings {
 }
 
 /// Defaults of keys added after the first release, so older config files still load.
+/// `amqp.url` as one string: a TOML list of URLs is joined with commas, the form the
+/// environment (`AGENTD__AMQP__URL=amqp://a,amqp://b`) gives anyway.
+fn url_list<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Urls {
+        One(String),
+        List(Vec<String>),
+    }
+    Ok(match Urls::deserialize(deserializer)? {
+        Urls::One(url) => url,
+        Urls::List(urls) => urls.join(","),
+    })
+}
+
+/// Every URL of `amqp.url` parses, and there is at least one (the error hides passwords).
+fn validate_amqp_url(url: &str) -> anyhow::Result<()> {
+    let urls = crate::amqp::broker::split_urls(url);
+    anyhow::ensure!(!urls.is_empty(), "amqp.url names no RabbitMQ URL");
+    for url in urls {
+        crate::amqp::broker::parse_url(&url).context("amqp.url")?;
+    }
+    Ok(())
+}
+
 mod defaults {
     pub fn lease_secs() -> f64 {
         30.0
@@ -291,6 +320,7 @@ impl Settings {
             self.worker.orphan_after_secs > 0.0,
             "worker.orphan_after_secs must be > 0"
         );
+        validate_amqp_url(&self.amqp.url)?;
         self.tools.validate()?;
         self.metrics.address()?;
         self.retention.validate()?;
@@ -305,5 +335,45 @@ impl Settings {
             0 => (u32::from(self.worker.concurrency) + 4).min(32),
             n => n,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// config/default.toml overlaid with `extra` (a TOML text).
+    fn load_with(extra: &str) -> anyhow::Result<Settings> {
+        let path =
+            std::env::temp_dir().join(format!("agentd-config-{}.toml", uuid::Uuid::new_v4()));
+        std::fs::write(&path, extra)?;
+        let settings = Settings::load_from(Path::new("config/default.toml"), Some(&path));
+        let _ = std::fs::remove_file(&path);
+        settings
+    }
+
+    #[test]
+    fn amqp_url_is_one_url_a_comma_separated_string_or_a_list() {
+        let one = load_with("").expect("defaults");
+        assert_eq!(one.amqp.url, "amqp://guest:guest@127.0.0.1:5672/%2f");
+        let text = load_with("[amqp]\nurl = \"amqp://h1:5673/%2f, amqp://h2:5674/%2f\"\n")
+            .expect("comma-separated");
+        assert_eq!(text.amqp.url, "amqp://h1:5673/%2f, amqp://h2:5674/%2f");
+        let list = load_with("[amqp]\nurl = [\"amqp://h1:5673/%2f\", \"amqp://h2:5674/%2f\"]\n")
+            .expect("list");
+        assert_eq!(list.amqp.url, "amqp://h1:5673/%2f,amqp://h2:5674/%2f");
+        assert_eq!(list.amqp.env()[0].1, list.amqp.url);
+    }
+
+    #[test]
+    fn a_bad_amqp_url_is_refused_at_load_without_its_password() {
+        let err = load_with("[amqp]\nurl = \"amqp://u:secret@h1/%2f,amqp://u:secret@h2:port/\"\n")
+            .expect_err("bad port");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("amqp.url") && !text.contains("secret"),
+            "{text}"
+        );
+        assert!(load_with("[amqp]\nurl = \" , \"\n").is_err());
     }
 }
