@@ -166,7 +166,7 @@ async fn a_step_lands_whole_under_the_lease_and_not_at_all_without_it() {
         calls[1].1.len()
     );
     let (iterations, plan, checkpoint_json): (i32, serde_json::Value, serde_json::Value) =
-        sqlx::query_as("SELECT iterations, plan, checkpoint FROM tasks WHERE task_id = $1")
+        sqlx::query_as("SELECT iterations, plan, checkpoint::jsonb FROM tasks WHERE task_id = $1")
             .bind(task_id)
             .fetch_one(pool)
             .await

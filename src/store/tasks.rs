@@ -167,7 +167,7 @@ pub enum Claim {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumePoint {
     /// The machine after its last committed step (None: no recursion committed).
-    pub checkpoint: Option<Value>,
+    pub checkpoint: Option<String>,
     /// Every event up to this seq is known to be confirmed by the broker; later ones are
     /// published again before anything newer.
     pub confirmed_seq: i64,
@@ -181,7 +181,7 @@ pub async fn claim(
     lease_secs: f64,
 ) -> sqlx::Result<Claim> {
     let mut tx = pool.begin().await?;
-    let row: Option<(String, bool, Option<Value>, i64)> = sqlx::query_as(
+    let row: Option<(String, bool, Option<String>, i64)> = sqlx::query_as(
         "SELECT status, COALESCE(lease_until < now(), true), checkpoint, confirmed_seq \
          FROM tasks WHERE task_id = $1 FOR UPDATE",
     )

@@ -257,7 +257,11 @@ async fn resume(
     if last_seq == 0 {
         return Ok(fresh(task_info(deps, spec, agent).await?, spec, agent));
     }
-    let machine = match point.checkpoint.map(serde_json::from_value::<Machine>) {
+    let machine = match point
+        .checkpoint
+        .as_deref()
+        .map(serde_json::from_str::<Machine>)
+    {
         Some(Ok(machine)) => machine,
         Some(Err(err)) => anyhow::bail!("unreadable checkpoint: {err}"),
         None => Machine::new(task_info(deps, spec, agent).await?),

@@ -27,7 +27,7 @@ task AS (
         iterations = CASE WHEN v.kind = 'touch' THEN t.iterations ELSE v.iterations END,
         plan = CASE WHEN v.kind = 'touch' THEN t.plan ELSE v.plan::jsonb END,
         checkpoint = CASE v.kind WHEN 'touch' THEN t.checkpoint WHEN 'finish' THEN NULL
-                     ELSE v.checkpoint::jsonb END,
+                     ELSE v.checkpoint END,
         status = CASE WHEN v.kind = 'finish' THEN v.status ELSE t.status END,
         answer = CASE WHEN v.kind = 'finish' THEN v.answer ELSE t.answer END,
         error = CASE WHEN v.kind = 'finish' THEN v.error ELSE t.error END,
