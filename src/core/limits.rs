@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::core::text::CharCounts;
 use crate::core::types::ChatMessage;
 
 /// The deepest nesting of arrays and objects the machine keeps in a value from outside (a
@@ -61,24 +62,18 @@ impl Default for Limits {
 
 /// The estimated token count of `text` (see the module doc).
 pub fn estimate_tokens(text: &str) -> u32 {
-    let mut ascii = 0usize;
-    let mut other = 0usize;
-    for byte in text.bytes() {
-        if byte.is_ascii() {
-            ascii += 1;
-        } else if byte >= 0xC0 {
-            // A UTF-8 leading byte: one non-ASCII character.
-            other += 1;
-        }
-    }
-    u32::try_from(ascii.div_ceil(4) + other).unwrap_or(u32::MAX)
+    tokens_of(CharCounts::of(text))
+}
+
+fn tokens_of(counts: CharCounts) -> u32 {
+    u32::try_from(counts.ascii.div_ceil(4) + counts.other).unwrap_or(u32::MAX)
 }
 
 /// The estimated token count of a request made of `messages`.
 pub fn estimate_request_tokens(messages: &[ChatMessage]) -> u32 {
     messages
         .iter()
-        .map(|m| estimate_tokens(&m.content).saturating_add(MESSAGE_OVERHEAD_TOKENS))
+        .map(|m| tokens_of(m.content.counts()).saturating_add(MESSAGE_OVERHEAD_TOKENS))
         .fold(REQUEST_OVERHEAD_TOKENS, u32::saturating_add)
 }
 

@@ -17,4 +17,5 @@ mod reasoning;
 pub mod record;
 pub mod retry;
 pub mod state;
+pub mod text;
 pub mod types;

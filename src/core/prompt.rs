@@ -3,19 +3,20 @@
 //! rendered system prompt, `[2..]` one assistant message per earlier recursion. The system
 //! prompt is never repeated, so the messages grow by one compact entry per recursion.
 
+use std::sync::Arc;
+
+use crate::core::text::{TemplateParts, Text};
 use crate::core::types::{ChatMessage, Role};
 
 /// The placeholder the state snapshot replaces.
 pub const PLACEHOLDER: &str = "{{current_state}}";
 
-/// A system prompt template, split once around its placeholder so that rendering (done
-/// every recursion) is a plain concatenation.
+/// A system prompt template, split once around its placeholder (and escaped for JSON
+/// once) so that rendering, done every recursion, copies nothing of the template: every
+/// rendered prompt shares its parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptTemplate {
-    /// The text between placeholders; there is always one more part than placeholders.
-    parts: Vec<String>,
-    /// Length of the template without its placeholders, to size the rendered string.
-    fixed_len: usize,
+    parts: Arc<TemplateParts>,
 }
 
 /// Why a template was rejected.
@@ -29,32 +30,24 @@ pub enum PromptError {
 impl PromptTemplate {
     /// Accepts a template containing `{{current_state}}` at least once.
     pub fn new(text: impl Into<String>) -> Result<Self, PromptError> {
-        let text = text.into();
-        let parts: Vec<String> = text.split(PLACEHOLDER).map(str::to_owned).collect();
-        if parts.len() < 2 {
+        let parts = TemplateParts::split(&text.into(), PLACEHOLDER);
+        if parts.holes() == 0 {
             return Err(PromptError::MissingPlaceholder);
         }
-        let fixed_len = parts.iter().map(String::len).sum();
-        Ok(Self { parts, fixed_len })
+        Ok(Self {
+            parts: Arc::new(parts),
+        })
     }
 
     /// The template with every `{{current_state}}` replaced by `current_state_json`.
-    pub fn render(&self, current_state_json: &str) -> String {
-        let holes = self.parts.len().saturating_sub(1);
-        let mut out = String::with_capacity(self.fixed_len + holes * current_state_json.len());
-        for (i, part) in self.parts.iter().enumerate() {
-            if i > 0 {
-                out.push_str(current_state_json);
-            }
-            out.push_str(part);
-        }
-        out
+    pub fn render(&self, current_state_json: String) -> Text {
+        Text::prompt(Arc::clone(&self.parts), current_state_json)
     }
 }
 
 /// The seed layout: `[0]` user input verbatim, `[1]` system prompt rendered, `[2..]` one
 /// assistant message per earlier recursion.
-pub fn build_messages(input: &str, system_prompt: String, history: &[String]) -> Vec<ChatMessage> {
+pub fn build_messages(input: &str, system_prompt: Text, history: &[String]) -> Vec<ChatMessage> {
     let mut messages = Vec::with_capacity(2 + history.len());
     messages.push(ChatMessage::new(Role::User, input));
     messages.push(ChatMessage::new(Role::System, system_prompt));
@@ -85,22 +78,25 @@ mod tests {
     #[test]
     fn render_replaces_every_occurrence() {
         let template = PromptTemplate::new("a {{current_state}} b {{current_state}}").unwrap();
-        assert_eq!(template.render("{\"x\":1}"), "a {\"x\":1} b {\"x\":1}");
+        assert_eq!(
+            template.render("{\"x\":1}".into()),
+            "a {\"x\":1} b {\"x\":1}"
+        );
     }
 
     #[test]
     fn render_keeps_text_around_the_placeholder_verbatim() {
         let template = PromptTemplate::new("```json\n{{current_state}}\n```\n").unwrap();
-        assert_eq!(template.render("{}"), "```json\n{}\n```\n");
+        assert_eq!(template.render("{}".into()), "```json\n{}\n```\n");
         let only = PromptTemplate::new("{{current_state}}").unwrap();
-        assert_eq!(only.render("S"), "S");
+        assert_eq!(only.render("S".into()), "S");
     }
 
     #[test]
     fn the_shipped_template_is_valid() {
         let text = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/prompts/system.md"));
         let template = PromptTemplate::new(text).unwrap();
-        let rendered = template.render("{\"global\":{}}");
+        let rendered = template.render("{\"global\":{}}".into()).to_string();
         assert!(rendered.contains("```json\n{\"global\":{}}\n```"));
         assert!(!rendered.contains(PLACEHOLDER));
     }

@@ -7,6 +7,7 @@
 //!
 //! `timeout_ms` bounds the whole attempt, a streamed body included.
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -14,16 +15,17 @@ use async_trait::async_trait;
 use chrono::Utc;
 use eventsource_stream::{EventStreamError, Eventsource as _};
 use futures::StreamExt as _;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 
 use crate::core::types::LlmReply;
 use crate::ports::{Llm, LlmError, LlmRequest};
 
+use super::body;
 use super::errors::{decode_error, http_error, parse_retry_after, transport_error};
 use super::secret::Secret;
 use super::stream::{StreamState, stream_error};
-use super::wire::{ChatRequest, ChatResponse, StreamOptions, WireMessage, WireTool};
+use super::wire::ChatResponse;
 
 /// How to reach the provider. `Debug` is safe to print: the key shows as `[redacted]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -85,25 +87,17 @@ impl OpenAiClient {
 
     /// Builds the POST for one request. Every wire decision lives here.
     fn build(&self, request: &LlmRequest<'_>) -> reqwest::RequestBuilder {
-        let body = ChatRequest {
-            model: request.model,
-            messages: request.messages.iter().map(WireMessage::from).collect(),
-            tools: request.tools.iter().map(WireTool::from).collect(),
-            stream: request.stream,
-            stream_options: request.stream.then_some(StreamOptions {
-                include_usage: true,
-            }),
-        };
-        let post = self.http.post(self.endpoint.clone());
-        // Serialized here rather than by `.json()` to trim the buffer's growth slack: with a
-        // thousand calls in flight, the bodies are most of a worker's memory.
-        let builder = match serde_json::to_vec(&body) {
-            Ok(mut json) => {
-                json.shrink_to_fit();
-                post.header(CONTENT_TYPE, "application/json").body(json)
-            }
-            Err(_) => post.json(&body),
-        };
+        // The body is sent as its pieces: the template parts shared by every request in
+        // flight are not copied per request (with a thousand calls in flight, copies of the
+        // system prompt would be most of a worker's memory).
+        let body = body::build(request);
+        let chunks = futures::stream::iter(body.chunks.into_iter().map(Ok::<_, Infallible>));
+        let builder = self
+            .http
+            .post(self.endpoint.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(CONTENT_LENGTH, body.len)
+            .body(reqwest::Body::wrap_stream(chunks));
         match &self.api_key {
             // `bearer_auth` marks the header sensitive, so reqwest never prints it either.
             Some(key) => builder.bearer_auth(key.expose()),

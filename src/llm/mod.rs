@@ -3,11 +3,13 @@
 //! HTTP statuses and transport failures to the retry policy's error classes.
 //!
 //! - `client`: [`OpenAiClient`] and [`LlmSettings`]; request building and one attempt.
-//! - `wire`: the provider's JSON, private to this module.
+//! - `wire`: the provider's JSON, private to this module; `body`: the request body
+//!   assembled from shared pieces.
 //! - `stream`: assembling an SSE stream of chunks into the same reply.
 //! - `errors`: status / `Retry-After` / transport classification into [`crate::ports::LlmError`].
 //! - `secret`: [`Secret`].
 
+mod body;
 mod client;
 mod errors;
 pub mod secret;

@@ -7,9 +7,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::core::types::{ChatMessage, LlmReply, Role, ToolCallRequest, ToolSpec, Usage};
+#[cfg(test)]
+use crate::core::types::{ChatMessage, Text};
+use crate::core::types::{LlmReply, Role, ToolCallRequest, ToolSpec, Usage};
 
-/// The body of `POST {base_url}/chat/completions`.
+/// The body of `POST {base_url}/chat/completions`, as serde writes it: what `body.rs`
+/// assembles from pieces must equal it (its test checks).
+#[cfg(test)]
 #[derive(Debug, Serialize)]
 pub(crate) struct ChatRequest<'a> {
     pub model: &'a str,
@@ -31,23 +35,29 @@ pub(crate) struct StreamOptions {
 }
 
 /// One request message.
+#[cfg(test)]
 #[derive(Debug, Serialize)]
 pub(crate) struct WireMessage<'a> {
     pub role: &'static str,
-    pub content: &'a str,
+    pub content: &'a Text,
 }
 
+#[cfg(test)]
 impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
     fn from(message: &'a ChatMessage) -> Self {
-        let role = match message.role {
-            Role::User => "user",
-            Role::System => "system",
-            Role::Assistant => "assistant",
-        };
         Self {
-            role,
+            role: role_name(message.role),
             content: &message.content,
         }
+    }
+}
+
+/// The wire name of a role.
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::System => "system",
+        Role::Assistant => "assistant",
     }
 }
 

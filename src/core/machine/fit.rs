@@ -101,7 +101,7 @@ impl Machine {
         // Compact: whitespace would cost tokens on every recursion and tells the model nothing.
         let state = serde_json::to_string(&snapshot)
             .map_err(|error| format!("cannot serialize the state snapshot: {error}"))?;
-        let system = template.render(&state);
+        let system = template.render(state);
         Ok(build_messages(&self.task.objective, system, &self.history))
     }
 

@@ -97,7 +97,7 @@ fn check_checkpoint(machine: &Machine) {
 /// The seed layout, with the snapshot as valid JSON in the system message.
 fn check_request(call: &LlmCall) {
     assert!(call.messages.len() >= 2);
-    let state: Value = serde_json::from_str(&call.messages[1].content).unwrap();
+    let state: Value = serde_json::from_str(&call.messages[1].content.text()).unwrap();
     for key in ["global", "current_recursion", "context", "last_recursion"] {
         assert!(state.get(key).is_some(), "no {key} in {state}");
     }
@@ -107,7 +107,7 @@ fn check_request(call: &LlmCall) {
 fn request_chars(call: &LlmCall) -> usize {
     call.messages
         .iter()
-        .map(|m| m.content.chars().count())
+        .map(|m| m.content.text().chars().count())
         .sum()
 }
 

@@ -134,7 +134,7 @@ fn compaction_folds_all_but_the_newest_recursions_into_the_snapshot() {
     assert_eq!(m.history().len(), 2, "the two newest stay verbatim");
     assert_eq!(request.messages.len(), 4);
     assert_eq!(m.compacted_history().len(), folded as usize);
-    let newest_kept: Value = serde_json::from_str(&request.messages[2].content).unwrap();
+    let newest_kept: Value = serde_json::from_str(&request.messages[2].content.text()).unwrap();
     assert_eq!(newest_kept["iteration"], folded + 1);
     let s = state(&request);
     let lines = s["context"]["compacted_history"].as_array().cloned();

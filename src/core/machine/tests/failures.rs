@@ -62,7 +62,7 @@ fn garbage_reply_is_fed_back_and_the_task_recovers() {
         (&json!("error"), &Value::Null)
     );
     assert_eq!(last["error_log"], error_log.as_str());
-    let history: Value = serde_json::from_str(&second.messages[2].content).unwrap();
+    let history: Value = serde_json::from_str(&second.messages[2].content.text()).unwrap();
     let expected =
         json!({"iteration": 1, "trace_id": id(1), "status": "error", "error_log": error_log});
     assert_eq!(history, expected);

@@ -114,7 +114,7 @@ pub(super) fn llm_call(next: Next) -> LlmCall {
 
 /// The state snapshot rendered into the system message.
 pub(super) fn state(call: &LlmCall) -> Value {
-    serde_json::from_str(&call.messages[1].content).unwrap()
+    serde_json::from_str(&call.messages[1].content.text()).unwrap()
 }
 
 pub(super) fn completed(event: &DomainEvent) -> &RecursionRecord {

@@ -123,7 +123,7 @@ fn messages_at_iteration_3_are_user_system_and_one_assistant_per_recursion() {
     let expected = vec![Role::User, Role::System, Role::Assistant, Role::Assistant];
     assert_eq!(roles, expected);
     assert_eq!(third.messages[0].content, "What is 1+2?");
-    let first: Value = serde_json::from_str(&third.messages[2].content).unwrap();
+    let first: Value = serde_json::from_str(&third.messages[2].content.text()).unwrap();
     assert_eq!(first["iteration"], 1);
     assert_eq!(first["trace_id"], id(1).to_string());
     assert_eq!(
@@ -132,11 +132,11 @@ fn messages_at_iteration_3_are_user_system_and_one_assistant_per_recursion() {
     );
     assert_eq!(first["abstract"], "abstract RE_PLAN");
     assert_eq!(first["result"][1]["step_id"], "2");
-    let second: Value = serde_json::from_str(&third.messages[3].content).unwrap();
+    let second: Value = serde_json::from_str(&third.messages[3].content.text()).unwrap();
     assert_eq!(second["result"][0]["result"], 3);
     assert_eq!(second["result"][0]["name"], "calculate");
     assert!(
-        !third.messages[3].content.contains('\n'),
+        !third.messages[3].content.text().contains('\n'),
         "history is compact JSON"
     );
 }
@@ -256,7 +256,7 @@ fn the_shipped_prompt_renders_a_parseable_snapshot() {
     let template = PromptTemplate::new(text).unwrap();
     let mut m = Machine::new(task(10));
     let first = llm_call(m.begin_recursion(id(1), at(1), &template));
-    let system = &first.messages[1].content;
+    let system = first.messages[1].content.to_string();
     let start = system.rfind("```json\n").map(|i| i + 8).unwrap_or_default();
     let end = system.rfind("\n```").unwrap_or_default();
     let s: Value = serde_json::from_str(&system[start..end]).unwrap();

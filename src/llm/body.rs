@@ -1,0 +1,160 @@
+//! The request body, assembled from pieces instead of serialized whole: the system prompt's
+//! template parts are JSON-escaped once and shared (reference-counted) by every request in
+//! flight, and only what differs per request (the state snapshot, the history, the input)
+//! is escaped and copied. The result is the same bytes `serde_json` would produce for
+//! [`super::wire::ChatRequest`] (a test checks it), sent with its `Content-Length`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::wire::{StreamOptions, WireTool, role_name};
+use crate::core::text::Piece;
+use crate::ports::LlmRequest;
+
+/// A body in pieces, in order, and its length.
+#[derive(Debug, Default)]
+pub(crate) struct Body {
+    pub chunks: Vec<Bytes>,
+    pub len: usize,
+    /// Bytes not yet turned into a chunk.
+    open: Vec<u8>,
+}
+
+/// A shared template part as the bytes of a chunk, without copying it.
+struct Shared(Arc<str>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl Body {
+    fn push(&mut self, bytes: &[u8]) {
+        self.open.extend_from_slice(bytes);
+    }
+
+    fn push_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) {
+        // Serializing plain data into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut self.open, value);
+    }
+
+    /// Appends `text` escaped, without quotes.
+    fn push_escaped(&mut self, text: &str) {
+        let start = self.open.len();
+        self.push_json(text);
+        // Drop the quotes serde_json wrote around it.
+        self.open.pop();
+        self.open.remove(start);
+    }
+
+    fn push_shared(&mut self, part: &Arc<str>) {
+        self.close();
+        self.len += part.len();
+        self.chunks
+            .push(Bytes::from_owner(Shared(Arc::clone(part))));
+    }
+
+    fn close(&mut self) {
+        if !self.open.is_empty() {
+            let open = std::mem::take(&mut self.open);
+            self.len += open.len();
+            self.chunks.push(Bytes::from(open));
+        }
+    }
+}
+
+/// The Chat Completions body of `request`.
+pub(crate) fn build(request: &LlmRequest<'_>) -> Body {
+    let mut body = Body::default();
+    body.push(b"{\"model\":");
+    body.push_json(request.model);
+    body.push(b",\"messages\":[");
+    for (i, message) in request.messages.iter().enumerate() {
+        if i > 0 {
+            body.push(b",");
+        }
+        body.push(b"{\"role\":\"");
+        body.push(role_name(message.role).as_bytes());
+        body.push(b"\",\"content\":\"");
+        for piece in message.content.pieces() {
+            match piece {
+                Piece::Escaped(part) => body.push_shared(part),
+                Piece::Raw(text) => body.push_escaped(text),
+            }
+        }
+        body.push(b"\"}");
+    }
+    body.push(b"]");
+    if !request.tools.is_empty() {
+        body.push(b",\"tools\":");
+        let tools: Vec<WireTool<'_>> = request.tools.iter().map(WireTool::from).collect();
+        body.push_json(&tools);
+    }
+    body.push(b",\"stream\":");
+    body.push_json(&request.stream);
+    if request.stream {
+        body.push(b",\"stream_options\":");
+        body.push_json(&StreamOptions {
+            include_usage: true,
+        });
+    }
+    body.push(b"}");
+    body.close();
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::core::prompt::PromptTemplate;
+    use crate::core::types::{ChatMessage, Role, ToolSpec};
+    use crate::llm::wire::{ChatRequest, WireMessage};
+
+    fn joined(body: &Body) -> Vec<u8> {
+        body.chunks.iter().flat_map(|c| c.iter().copied()).collect()
+    }
+
+    #[test]
+    fn the_pieces_make_the_same_json_as_serde() {
+        let template = PromptTemplate::new("sys \"quoted\"\n{{current_state}}\nend ✓").unwrap();
+        let messages = [
+            ChatMessage::new(Role::User, "hi \"there\" \u{1}"),
+            ChatMessage::new(Role::System, template.render("{\"k\":\"v\\\\n\"}".into())),
+            ChatMessage::new(Role::Assistant, "{}"),
+        ];
+        let tools = [ToolSpec {
+            name: "calculate".into(),
+            description: "math".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        for (stream, tools) in [(false, &tools[..]), (true, &[][..])] {
+            let request = LlmRequest {
+                model: "m\"x",
+                messages: &messages,
+                tools,
+                stream,
+                on_delta: None,
+            };
+            let body = build(&request);
+            let expected = serde_json::to_vec(&ChatRequest {
+                model: request.model,
+                messages: messages.iter().map(WireMessage::from).collect(),
+                tools: tools.iter().map(WireTool::from).collect(),
+                stream,
+                stream_options: stream.then_some(StreamOptions {
+                    include_usage: true,
+                }),
+            })
+            .unwrap();
+            assert_eq!(
+                String::from_utf8(joined(&body)).unwrap(),
+                String::from_utf8(expected).unwrap()
+            );
+            assert_eq!(body.len, joined(&body).len());
+        }
+    }
+}
