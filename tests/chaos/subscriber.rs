@@ -1,18 +1,24 @@
 //! A subscriber that must see everything: a durable queue bound to the events exchange
-//! (so a broker restart loses nothing queued for it), consumed again after every lost
+//! (so a broker restart loses nothing queued for it), consumed with acknowledgements (so
+//! deliveries lost with a connection or a node come again) and again after every lost
 //! connection, deduplicating by `(task_id, seq)` as CONTRACT §3 tells subscribers to.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueBindOptions, QueueDeclareOptions,
+};
 use lapin::types::{AMQPValue, FieldTable};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use agentd::amqp::Broker;
+
+/// Deliveries in flight to the subscriber, unacknowledged.
+const PREFETCH: u16 = 500;
 
 /// What the subscriber saw.
 #[derive(Debug, Default)]
@@ -94,8 +100,13 @@ async fn consume(
     stop: CancellationToken,
 ) {
     while let Some(channel) = broker.channel_with_retry(&stop).await {
+        // Acknowledged after recording: deliveries in flight when a connection (or a node)
+        // goes away are delivered again, as to any subscriber that must not miss events.
+        let _ = channel
+            .basic_qos(PREFETCH, BasicQosOptions::default())
+            .await;
         let options = BasicConsumeOptions {
-            no_ack: true,
+            no_ack: false,
             ..BasicConsumeOptions::default()
         };
         let consumer = channel
@@ -119,6 +130,9 @@ async fn consume(
                 break; // the connection went away: consume again
             };
             record(&seen, &delivery.data);
+            if delivery.acker.ack(BasicAckOptions::default()).await.is_err() {
+                break; // not acknowledged: it comes again on the next channel
+            }
         }
     }
 }
