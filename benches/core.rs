@@ -47,6 +47,7 @@ fn task() -> TaskInfo {
         created_at: at(0),
         limits: Limits::default(),
         conversation: Vec::new(),
+        budget: None,
     }
 }
 

@@ -37,6 +37,9 @@ pub struct Settings {
     /// `[gateway]`: the HTTP/SSE interface of `agentd serve` (optional section).
     #[serde(default)]
     pub gateway: GatewaySettings,
+    /// `[prices."MODEL"]`: USD per million input and output tokens (CONTRACT §8).
+    #[serde(default)]
+    pub prices: std::collections::HashMap<String, crate::core::budget::Price>,
 }
 
 /// RabbitMQ connection and topology names (CONTRACT §2–3).

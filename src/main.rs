@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use agentd::cli;
 use agentd::config::Settings;
+use agentd::contract::ControlMessage;
 
 /// A worker daemon that runs a recursive ReAct agent for tasks from RabbitMQ.
 #[derive(Debug, Parser)]
@@ -50,6 +51,10 @@ enum Command {
         /// Ask for streamed LLM tokens (llm.delta events).
         #[arg(long)]
         stream: bool,
+        /// What the task may spend, as JSON: {"max_tokens", "max_cost_usd",
+        /// "max_tool_calls", "max_wall_secs", "on_breach": "answer"|"fail"|"pause"}.
+        #[arg(long, value_parser = cli::control::budget_arg)]
+        budget: Option<agentd::core::budget::Budget>,
         /// Follow the task's events until it ends.
         #[arg(long)]
         wait: bool,
@@ -63,6 +68,15 @@ enum Command {
     Trace { task_id: Uuid },
     /// Cancel a task, wherever it is.
     Cancel { task_id: Uuid },
+    /// Pause a running task before its next LLM call (it becomes waiting, reason paused).
+    Pause { task_id: Uuid },
+    /// Resume a task waiting after a pause or a budget breach, optionally with a new budget.
+    Resume {
+        task_id: Uuid,
+        /// The new budget, as JSON (replaces the task's).
+        #[arg(long, value_parser = cli::control::budget_arg)]
+        budget: Option<agentd::core::budget::Budget>,
+    },
     /// Delete ended tasks older than an age, with their whole trace.
     Prune(cli::prune::PruneArgs),
     /// List every tool a worker would offer (built-in and MCP) with its source.
@@ -151,6 +165,7 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             constraints,
             stream,
             wait,
+            budget,
         } => {
             let task = agentd::contract::TaskMessage {
                 task_id,
@@ -159,12 +174,21 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
                 conversation_id: conversation,
                 constraints,
                 stream,
+                budget,
             };
             cli::submit::run(&settings, &task, wait).await
         }
         Command::Watch { task } => cli::watch::run(&settings, task).await,
         Command::Trace { task_id } => cli::trace::run(&settings, task_id).await,
         Command::Cancel { task_id } => cli::cancel::run(&settings, task_id).await,
+        Command::Pause { task_id } => {
+            let pause = agentd::contract::control::Pause { task_id };
+            cli::control::send(&settings, ControlMessage::Pause(pause)).await
+        }
+        Command::Resume { task_id, budget } => {
+            let resume = agentd::contract::control::Resume { task_id, budget };
+            cli::control::send(&settings, ControlMessage::Resume(resume)).await
+        }
         Command::Prune(args) => cli::prune::run(&settings, &args).await,
         Command::Tools => cli::tools::run(&settings).await,
         Command::Asyncapi { check } => cli::asyncapi::run(check.as_deref()),

@@ -9,7 +9,7 @@ mod support;
 use agentd::core::machine::RecursionRecord;
 use agentd::core::state::RecursionStatus;
 use agentd::core::types::ToolCallResult;
-use agentd::store::step::{self, EventRow, Finish, Progress, StepWrite};
+use agentd::store::step::{self, EventRow, Finish, Progress, StepWrite, Totals};
 use agentd::store::tasks::{self, NewTask};
 use agentd::store::trace::LlmCallRow;
 use chrono::Utc;
@@ -66,11 +66,19 @@ fn step_with(task_id: Uuid, owner: Uuid, iteration: u32, progress: Progress) -> 
             prompt_tokens: Some(10),
             completion_tokens: None,
             error: None,
+            model: "m".into(),
+            cost_usd: Some(0.25),
         }],
         max_result_chars: 100,
         tool_meta: Vec::new(),
         started: Vec::new(),
         confirmed_seq: 0,
+        totals: Totals {
+            prompt_tokens: 10 * u64::from(iteration),
+            completion_tokens: 0,
+            cost_usd: Some(0.25 * f64::from(iteration)),
+            tool_calls: 0,
+        },
     }
 }
 
@@ -109,10 +117,17 @@ async fn a_step_lands_whole_under_the_lease_and_not_at_all_without_it() {
     let pool = &env.pool;
     let (owner, intruder) = (Uuid::now_v7(), Uuid::now_v7());
     let (agent_id, task_id) = (agent(pool).await, Uuid::now_v7());
-    let intake = tasks::take_new(pool, &new_task(task_id, agent_id), agent_id, owner, 30.0)
-        .await
-        .expect("take_new")
-        .expect("the agent exists");
+    let intake = tasks::take_new(
+        pool,
+        &new_task(task_id, agent_id),
+        agent_id,
+        owner,
+        30.0,
+        None,
+    )
+    .await
+    .expect("take_new")
+    .expect("the agent exists");
     assert!(intake.inserted, "a new task is recorded and taken at once");
     assert_eq!(intake.agent.agent_id, agent_id);
 
@@ -174,6 +189,16 @@ async fn a_step_lands_whole_under_the_lease_and_not_at_all_without_it() {
     assert_eq!(iterations, 1);
     assert_eq!(plan, json!([{"step_id": "1"}]));
     assert_eq!(checkpoint_json, json!({"iteration": 1}));
+    // The task's spending and the attempt's model and cost.
+    let spent: (i64, Option<f64>, String, Option<f64>) = sqlx::query_as(
+        "SELECT t.prompt_tokens, t.cost_usd, l.model, l.cost_usd \
+         FROM tasks t JOIN llm_calls l USING (task_id) WHERE t.task_id = $1",
+    )
+    .bind(task_id)
+    .fetch_one(pool)
+    .await
+    .expect("spending");
+    assert_eq!(spent, (10, Some(0.25), "m".into(), Some(0.25)));
     let stored: Vec<(i64, Uuid, String)> = sqlx::query_as(
         "SELECT seq, event_id, payload->>'type' FROM events WHERE task_id = $1 ORDER BY seq",
     )
@@ -230,7 +255,7 @@ async fn take_new_leaves_known_tasks_and_unknown_agents_alone() {
     // Unknown agent: no row, nothing taken.
     let orphan = Uuid::now_v7();
     let unknown = Uuid::now_v7();
-    let none = tasks::take_new(pool, &new_task(orphan, unknown), unknown, owner, 30.0)
+    let none = tasks::take_new(pool, &new_task(orphan, unknown), unknown, owner, 30.0, None)
         .await
         .expect("take_new");
     assert!(none.is_none());
@@ -243,10 +268,17 @@ async fn take_new_leaves_known_tasks_and_unknown_agents_alone() {
             .await
             .expect("pending")
     );
-    let intake = tasks::take_new(pool, &new_task(known, agent_id), agent_id, owner, 30.0)
-        .await
-        .expect("take_new")
-        .expect("agent");
+    let intake = tasks::take_new(
+        pool,
+        &new_task(known, agent_id),
+        agent_id,
+        owner,
+        30.0,
+        None,
+    )
+    .await
+    .expect("take_new")
+    .expect("agent");
     assert!(!intake.inserted);
     let status: String = sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
         .bind(known)
@@ -265,10 +297,17 @@ async fn steps_of_many_tasks_share_one_statement_and_each_is_fenced_alone() {
     let mut ids = Vec::new();
     for _ in 0..3 {
         let task_id = Uuid::now_v7();
-        tasks::take_new(pool, &new_task(task_id, agent_id), agent_id, owner, 30.0)
-            .await
-            .expect("take_new")
-            .expect("agent");
+        tasks::take_new(
+            pool,
+            &new_task(task_id, agent_id),
+            agent_id,
+            owner,
+            30.0,
+            None,
+        )
+        .await
+        .expect("take_new")
+        .expect("agent");
         ids.push(task_id);
     }
     let checkpoint = || Progress::Checkpoint {

@@ -2,6 +2,7 @@
 
 pub mod asyncapi;
 pub mod cancel;
+pub mod control;
 pub mod prune;
 pub mod submit;
 pub mod telemetry;

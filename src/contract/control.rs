@@ -5,10 +5,26 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::core::budget::Budget;
+
 /// `cancel`: the task ends `cancelled` within a second wherever it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Cancel {
     pub task_id: Uuid,
+}
+
+/// `pause`: the task stops before its next LLM call and waits (reason `paused`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Pause {
+    pub task_id: Uuid,
+}
+
+/// `resume`: a task waiting for a pause or a budget continues; `budget` replaces its budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Resume {
+    pub task_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// A control message with its type.
@@ -16,10 +32,14 @@ pub struct Cancel {
 /// `JsonSchema` is derived only so that the AsyncAPI document lists every variant with the
 /// schema of its body: in that (externally tagged) schema the tag is the AMQP `type`
 /// ([`ControlMessage::kind`]) and never part of the JSON, which is the body alone.
-#[derive(Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, JsonSchema)]
 pub enum ControlMessage {
     #[schemars(rename = "cancel")]
     Cancel(Cancel),
+    #[schemars(rename = "pause")]
+    Pause(Pause),
+    #[schemars(rename = "resume")]
+    Resume(Resume),
 }
 
 /// Why a control message could not be read.
@@ -38,6 +58,8 @@ impl ControlMessage {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Cancel(_) => "cancel",
+            Self::Pause(_) => "pause",
+            Self::Resume(_) => "resume",
         }
     }
 
@@ -45,6 +67,8 @@ impl ControlMessage {
     pub fn task_id(&self) -> Uuid {
         match self {
             Self::Cancel(cancel) => cancel.task_id,
+            Self::Pause(pause) => pause.task_id,
+            Self::Resume(resume) => resume.task_id,
         }
     }
 
@@ -52,6 +76,8 @@ impl ControlMessage {
     pub fn body(&self) -> Vec<u8> {
         let body = match self {
             Self::Cancel(cancel) => serde_json::to_vec(cancel),
+            Self::Pause(pause) => serde_json::to_vec(pause),
+            Self::Resume(resume) => serde_json::to_vec(resume),
         };
         body.unwrap_or_default()
     }
@@ -70,6 +96,23 @@ impl ControlMessage {
         match kind {
             None => Err(ControlError::MissingType),
             Some("cancel") => read("cancel", body).map(Self::Cancel),
+            Some("pause") => read("pause", body).map(Self::Pause),
+            Some("resume") => {
+                let resume: Resume = read("resume", body)?;
+                if let Some(budget) = &resume.budget {
+                    let any_price = crate::core::budget::Price {
+                        input_per_mtok: 0.0,
+                        output_per_mtok: 0.0,
+                    };
+                    budget
+                        .validate(Some(&any_price), "")
+                        .map_err(|err| ControlError::Invalid {
+                            kind: "resume",
+                            reason: err.to_string(),
+                        })?;
+                }
+                Ok(Self::Resume(resume))
+            }
             Some(other) => Err(ControlError::UnknownType(other.to_owned())),
         }
     }
@@ -98,5 +141,30 @@ mod tests {
             ControlMessage::parse(None, b"{}"),
             Err(ControlError::MissingType)
         );
+        let resume = ControlMessage::Resume(Resume {
+            task_id: Uuid::now_v7(),
+            budget: Some(Budget {
+                max_tokens: Some(500),
+                ..Budget::default()
+            }),
+        });
+        assert_eq!(
+            ControlMessage::parse(Some("resume"), &resume.body()),
+            Ok(resume)
+        );
+        let pause = ControlMessage::Pause(Pause {
+            task_id: Uuid::now_v7(),
+        });
+        assert_eq!(
+            ControlMessage::parse(Some("pause"), &pause.body()),
+            Ok(pause)
+        );
+        assert!(matches!(
+            ControlMessage::parse(
+                Some("resume"),
+                br#"{"task_id":"0195f3a0-0000-7000-8000-000000000001","budget":{"max_tokens":0}}"#
+            ),
+            Err(ControlError::Invalid { .. })
+        ));
     }
 }

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::core::machine::FailReason;
+use crate::core::budget::{BreachAction, BudgetLimit};
+use crate::core::machine::{FailReason, WaitReason};
 use crate::core::state::{RecursionStatus, StepStatus};
 
 /// One progress event as published and stored.
@@ -54,6 +55,9 @@ pub enum EventType {
     ToolStarted,
     ToolCompleted,
     ContextCompacted,
+    BudgetWarning,
+    BudgetExceeded,
+    TaskWaiting,
     TaskCompleted,
     TaskFailed,
     TaskCancelled,
@@ -61,7 +65,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every type, in the order of CONTRACT §3.
-    pub const ALL: [EventType; 14] = [
+    pub const ALL: [EventType; 17] = [
         Self::TaskStarted,
         Self::TaskResumed,
         Self::RecursionStarted,
@@ -73,6 +77,9 @@ impl EventType {
         Self::ToolStarted,
         Self::ToolCompleted,
         Self::ContextCompacted,
+        Self::BudgetWarning,
+        Self::BudgetExceeded,
+        Self::TaskWaiting,
         Self::TaskCompleted,
         Self::TaskFailed,
         Self::TaskCancelled,
@@ -92,6 +99,9 @@ impl EventType {
             Self::ToolStarted => "tool.started",
             Self::ToolCompleted => "tool.completed",
             Self::ContextCompacted => "context.compacted",
+            Self::BudgetWarning => "budget.warning",
+            Self::BudgetExceeded => "budget.exceeded",
+            Self::TaskWaiting => "task.waiting",
             Self::TaskCompleted => "task.completed",
             Self::TaskFailed => "task.failed",
             Self::TaskCancelled => "task.cancelled",
@@ -138,6 +148,12 @@ pub enum EventData {
     ToolCompleted(ToolCompleted),
     #[serde(rename = "context.compacted")]
     ContextCompacted(ContextCompacted),
+    #[serde(rename = "budget.warning")]
+    BudgetWarning(BudgetWarning),
+    #[serde(rename = "budget.exceeded")]
+    BudgetExceeded(BudgetExceeded),
+    #[serde(rename = "task.waiting")]
+    TaskWaiting(TaskWaiting),
     #[serde(rename = "task.completed")]
     TaskCompleted(TaskCompleted),
     #[serde(rename = "task.failed")]
@@ -161,6 +177,9 @@ impl EventData {
             Self::ToolStarted(_) => EventType::ToolStarted,
             Self::ToolCompleted(_) => EventType::ToolCompleted,
             Self::ContextCompacted(_) => EventType::ContextCompacted,
+            Self::BudgetWarning(_) => EventType::BudgetWarning,
+            Self::BudgetExceeded(_) => EventType::BudgetExceeded,
+            Self::TaskWaiting(_) => EventType::TaskWaiting,
             Self::TaskCompleted(_) => EventType::TaskCompleted,
             Self::TaskFailed(_) => EventType::TaskFailed,
             Self::TaskCancelled(_) => EventType::TaskCancelled,
@@ -184,6 +203,10 @@ pub struct TaskStarted {
 pub enum ResumeReason {
     /// Its worker died or let it go (shutdown, lost lease); another worker took it over.
     Recovered,
+    /// A `resume` control message ended a `pause`.
+    Resumed,
+    /// A `resume` (with a larger budget) ended a wait for budget.
+    Budget,
 }
 
 /// `task.resumed`: a task is taken up again from its last committed recursion.
@@ -285,6 +308,32 @@ pub struct ContextCompacted {
     pub before_tokens: u32,
     pub after_tokens: u32,
     pub folded_recursions: u32,
+}
+
+/// `budget.warning`: 80 % of a budget limit is used (published once per limit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BudgetWarning {
+    pub limit: BudgetLimit,
+    pub used: f64,
+    pub max: f64,
+}
+
+/// `budget.exceeded`: a budget limit is reached; `action` is what happens now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BudgetExceeded {
+    pub limit: BudgetLimit,
+    pub used: f64,
+    pub max: f64,
+    pub action: BreachAction,
+}
+
+/// `task.waiting`: the task waits for someone; no worker holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskWaiting {
+    pub reason: WaitReason,
+    /// The calls waiting for a decision (reason `approval`); empty otherwise.
+    #[serde(default)]
+    pub tool_call_ids: Vec<String>,
 }
 
 /// `task.completed`: the model answered.

@@ -4,8 +4,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::core::budget::Budget;
+
 /// One task: persistent JSON on the default exchange with routing key `agentd.tasks`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskMessage {
     /// Generated when absent; a second message with the same id never runs the task twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -23,4 +25,7 @@ pub struct TaskMessage {
     /// Stream LLM tokens as `llm.delta` events.
     #[serde(default)]
     pub stream: bool,
+    /// What the task may spend (CONTRACT §8); the agent's `budget` applies when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }

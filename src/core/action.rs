@@ -47,6 +47,11 @@ impl Action {
         }
     }
 
+    /// Whether this is the final answer.
+    pub fn is_answer(&self) -> bool {
+        matches!(self, Self::Answer { .. })
+    }
+
     /// `action.output` as seed 002 shows it: `{}` for CALL_TOOL (the calls travel as native
     /// tool_calls), `{plan, notes?}`, `{summary}` or `{answer}` otherwise.
     pub fn output(&self) -> Value {

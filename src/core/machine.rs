@@ -28,9 +28,10 @@ use crate::core::state::{
 };
 use crate::core::types::{LlmReply, ToolCallRequest, ToolCallResult};
 
+pub use crate::core::budget::{BreachAction, Budget, BudgetTrack};
 pub use crate::core::limits::Limits;
 pub use crate::core::outcome::{
-    ConversationTurn, DomainEvent, FailReason, LlmCall, Next, Outcome, TaskInfo,
+    ConversationTurn, DomainEvent, FailReason, LlmCall, Next, Outcome, TaskInfo, WaitReason,
 };
 pub use crate::core::record::RecursionRecord;
 
@@ -53,6 +54,9 @@ pub struct Machine {
     last_reflect: Option<String>,
     outcome: Option<Outcome>,
     updated_at: DateTime<Utc>,
+    /// The budget, what was spent and what was announced (CONTRACT §8).
+    #[serde(default)]
+    budget: BudgetTrack,
     #[serde(skip)]
     events: Vec<DomainEvent>,
 }
@@ -82,6 +86,7 @@ impl Machine {
     /// A machine for a new task; nothing has run yet.
     pub fn new(task: TaskInfo) -> Self {
         Self {
+            budget: BudgetTrack::new(task.budget.clone()),
             updated_at: task.created_at,
             task,
             iteration: 0,
@@ -126,6 +131,10 @@ impl Machine {
             );
             return self.fail(FailReason::MaxIteration, error, now);
         }
+        self.budget.run_from(now);
+        if let Some(next) = self.check_budget(now) {
+            return next;
+        }
         self.start(trace_id, now);
         self.llm_call(trace_id, now, template)
     }
@@ -151,6 +160,15 @@ impl Machine {
             Err(next) => return next,
         };
         match parse_reply(reply) {
+            Ok(parsed) if self.budget.final_recursion.is_some() && !parsed.action.is_answer() => {
+                // The one recursion a breach allows is for an ANSWER only.
+                let error = format!(
+                    "the budget is used up and the last recursion it allowed replied {} instead of ANSWER",
+                    parsed.action.action_type()
+                );
+                self.open = Some(open);
+                self.fail(FailReason::Budget, error, now)
+            }
             Ok(parsed) => self.apply_reply(open, parsed, now),
             Err(error) => {
                 let output = serde_json::json!({ "raw": reply.content });
@@ -172,6 +190,14 @@ impl Machine {
             self.open = Some(open);
             return self.fail(FailReason::Internal, "no tool calls pending".into(), now);
         };
+        // Calls past the budget's tool-call limit were not run (the driver ran the first
+        // `tool_calls_left` ones).
+        let ran = results.len() as u64;
+        let ran = self
+            .budget
+            .tool_calls_left()
+            .map_or(ran, |left| ran.min(left));
+        self.budget.add_tool_calls(ran);
         for memo in results
             .iter()
             .filter(|r| r.success)
@@ -326,6 +352,22 @@ impl Machine {
     pub fn outcome(&self) -> Option<&Outcome> {
         self.outcome.as_ref()
     }
+
+    /// The budget and what the task has spent.
+    pub fn budget(&self) -> &BudgetTrack {
+        &self.budget
+    }
+
+    /// Counts one LLM attempt's tokens and cost (`None`: no price for the model).
+    pub fn on_llm_usage(&mut self, prompt_tokens: u64, completion_tokens: u64, cost: Option<f64>) {
+        self.budget.add_llm(prompt_tokens, completion_tokens, cost);
+    }
+
+    /// How many more tool calls the budget allows (`None`: no limit). The driver runs at
+    /// most that many of a reply's calls and gives the others an error result.
+    pub fn tool_calls_left(&self) -> Option<u64> {
+        self.budget.tool_calls_left()
+    }
 }
 
 /// Per-recursion bookkeeping shared by the public steps.
@@ -333,6 +375,9 @@ mod steps;
 
 /// The state snapshot and fitting requests into the context budget.
 mod fit;
+
+/// The budget check before each LLM call.
+mod breach;
 
 #[cfg(test)]
 mod tests;

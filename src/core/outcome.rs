@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::core::budget::{BreachAction, Budget, Reading};
 use crate::core::limits::Limits;
 use crate::core::record::RecursionRecord;
 use crate::core::state::{PlanStep, StepStatus};
@@ -30,6 +31,9 @@ pub struct TaskInfo {
     /// `context.conversation` (message `[0]` stays this turn's own input).
     #[serde(default)]
     pub conversation: Vec<ConversationTurn>,
+    /// What the task may spend (CONTRACT §8), if anything limits it.
+    #[serde(default)]
+    pub budget: Option<Budget>,
 }
 
 /// An earlier task of the same conversation, as loaded by the driver.
@@ -63,8 +67,31 @@ pub enum Next {
     RunTools(Vec<ToolCallRequest>),
     /// The recursion ended; call `begin_recursion` again.
     Continue,
+    /// The task waits for someone (`task.waiting`): commit the machine, release the task
+    /// and acknowledge its message; a `resume` (or the awaited decision) brings it back.
+    Wait(WaitReason),
     /// The task is over.
     Finished(Outcome),
+}
+
+/// Why a task waits (`task.waiting` reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// A `pause` control message.
+    Paused,
+    /// A budget limit with `on_breach` = `pause`: until a `resume` with a larger budget.
+    Budget,
+}
+
+impl WaitReason {
+    /// The wire name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Paused => "paused",
+            Self::Budget => "budget",
+        }
+    }
 }
 
 /// How a task ended.
@@ -99,6 +126,8 @@ pub enum FailReason {
     /// The broker dead-lettered the task's message after `worker.max_deliveries`
     /// deliveries (set by the driver).
     DeliveryLimit,
+    /// A budget limit was reached (`on_breach` = `fail`, or `answer` without an ANSWER).
+    Budget,
 }
 
 impl FailReason {
@@ -110,6 +139,7 @@ impl FailReason {
             Self::Rejected => "rejected",
             Self::Internal => "internal",
             Self::DeliveryLimit => "delivery_limit",
+            Self::Budget => "budget",
         }
     }
 }
@@ -142,6 +172,14 @@ pub enum DomainEvent {
     },
     /// A recursion ended (`recursion.completed`, and its `recursions` row).
     RecursionCompleted(RecursionRecord),
+    /// 80 % of a budget limit is used (`budget.warning`), before recursion `iteration`.
+    BudgetWarning { iteration: u32, reading: Reading },
+    /// A budget limit is reached (`budget.exceeded`) before recursion `iteration`.
+    BudgetExceeded {
+        iteration: u32,
+        reading: Reading,
+        action: BreachAction,
+    },
     /// The request of recursion `iteration` was over `context_budget_tokens` and was
     /// compacted (`context.compacted`): `folded_recursions` earlier recursions were folded
     /// into `context.compacted_history` and, if that was not enough, the snapshot was
@@ -167,6 +205,7 @@ mod tests {
             FailReason::Rejected,
             FailReason::Internal,
             FailReason::DeliveryLimit,
+            FailReason::Budget,
         ] {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
         }

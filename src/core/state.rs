@@ -141,6 +141,9 @@ pub struct GlobalState {
     pub status: &'static str,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The task's budget with what is used (CONTRACT §8), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::core::budget::BudgetView>,
 }
 
 /// `current_recursion` (seed 002 §5.3).
@@ -256,6 +259,7 @@ mod tests {
                 status: "running",
                 created_at: at,
                 updated_at: at,
+                budget: None,
             },
             current_recursion: CurrentRecursion {
                 trace_id: Uuid::nil(),

@@ -152,6 +152,9 @@ pub struct Agent {
     /// Context budget in estimated tokens; null means the global `limits` one.
     context_budget_tokens: Option<i32>,
     created_at: chrono::DateTime<chrono::Utc>,
+    /// What the agent's tasks may spend when their message names none (CONTRACT §8).
+    #[schema(value_type = Option<Object>)]
+    budget: Option<Value>,
 }
 
 #[cfg(test)]
@@ -245,6 +248,7 @@ mod tests {
             tools: None,
             context_budget_tokens: None,
             created_at: now,
+            budget: None,
         };
         assert_eq!(schema_fields("Agent"), json_fields(&agent));
     }

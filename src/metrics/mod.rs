@@ -103,6 +103,12 @@ pub fn observe_event(event: &Event) {
         EventData::LlmRetry(_) => counter!(LLM_RETRIES).increment(1),
         EventData::ToolCompleted(tool) => tool_completed(tool),
         EventData::ContextCompacted(compaction) => compacted(compaction),
+        EventData::BudgetExceeded(breach) => counter!(
+            BUDGET_BREACHES,
+            "limit" => breach.limit.as_str(),
+            "action" => breach.action.as_str()
+        )
+        .increment(1),
         _ => {}
     }
 }
@@ -159,6 +165,12 @@ pub fn observe_llm_attempt(status: &str, latency_ms: u64, usage: &Usage) {
             counter!(LLM_TOKENS, "kind" => kind).increment(count);
         }
     }
+}
+
+/// Counts an attempt's cost (USD) for its model.
+pub fn observe_llm_cost(model: &str, cost_usd: f64) {
+    let micro = (cost_usd * 1e6).round().max(0.0) as u64;
+    counter!(LLM_COST, "model" => model.to_owned()).increment(micro);
 }
 
 /// `http_<3 digits>` and short lowercase classes pass; anything else is `other`.

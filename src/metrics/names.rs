@@ -23,6 +23,10 @@ pub const LLM_ATTEMPTS: &str = "agentd_llm_attempts_total";
 pub const LLM_DURATION: &str = "agentd_llm_call_duration_seconds";
 /// Counter {kind}: tokens reported by the provider (prompt, completion).
 pub const LLM_TOKENS: &str = "agentd_llm_tokens_total";
+/// Counter {model}: cost of LLM attempts in millionths of a USD, from the price table.
+pub const LLM_COST: &str = "agentd_llm_cost_microusd_total";
+/// Counter {limit, action}: budget limits reached (`budget.exceeded`).
+pub const BUDGET_BREACHES: &str = "agentd_budget_exceeded_total";
 /// Counter: LLM retries scheduled (`llm.retry`).
 pub const LLM_RETRIES: &str = "agentd_llm_retries_total";
 /// Counter {tool, success}: tool calls.
@@ -53,12 +57,13 @@ pub const PRUNE_DURATION: &str = "agentd_prune_duration_seconds";
 /// The action types of seed 002 (anything else is labelled `other`, none is `none`).
 pub const ACTION_TYPES: [&str; 4] = ["CALL_TOOL", "RE_PLAN", "REFLECT", "ANSWER"];
 /// The `task.failed` reasons of CONTRACT §3.
-pub const FAIL_REASONS: [&str; 5] = [
+pub const FAIL_REASONS: [&str; 6] = [
     "max_iteration",
     "llm_error",
     "rejected",
     "internal",
     "delivery_limit",
+    "budget",
 ];
 
 /// Registers help texts and units with the recorder.
@@ -77,6 +82,14 @@ pub(super) fn describe() {
     describe_histogram!(LLM_DURATION, Unit::Seconds, "LLM attempt latency");
     describe_counter!(LLM_TOKENS, "Tokens reported by the LLM provider");
     describe_counter!(LLM_RETRIES, "LLM retries scheduled");
+    describe_counter!(
+        LLM_COST,
+        "Cost of LLM attempts in millionths of a USD, by model"
+    );
+    describe_counter!(
+        BUDGET_BREACHES,
+        "Budget limits reached, by limit and action"
+    );
     describe_counter!(TOOL_CALLS, "Tool calls, by tool and success");
     describe_histogram!(TOOL_CALL_DURATION, Unit::Seconds, "Tool call duration");
     describe_counter!(COMPACTIONS, "Context compactions");

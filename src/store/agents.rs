@@ -16,11 +16,13 @@ pub struct Agent {
     /// This agent's context budget in estimated tokens; `None` uses the global one.
     pub context_budget_tokens: Option<i32>,
     pub created_at: DateTime<Utc>,
+    /// What the agent's tasks may spend when their message names no budget (CONTRACT §8).
+    pub budget: Option<sqlx::types::Json<serde_json::Value>>,
 }
 
 /// The columns of [`Agent`], in its order (every query that reads agents selects these).
 pub const AGENT_COLUMNS: &str =
-    "agent_id, name, model, max_iteration, tools, context_budget_tokens, created_at";
+    "agent_id, name, model, max_iteration, tools, context_budget_tokens, created_at, budget";
 
 /// What `agentd agent create` inserts.
 #[derive(Debug, Clone)]

@@ -11,6 +11,7 @@ use super::agents::{AGENT_COLUMNS, Agent};
 pub mod status {
     pub const PENDING: &str = "pending";
     pub const RUNNING: &str = "running";
+    pub const WAITING: &str = "waiting";
     pub const COMPLETED: &str = "completed";
     pub const FAILED: &str = "failed";
     pub const CANCELLED: &str = "cancelled";
@@ -91,15 +92,16 @@ pub async fn take_new(
     agent_id: Uuid,
     owner: Uuid,
     lease_secs: f64,
+    budget: Option<&crate::core::budget::Budget>,
 ) -> sqlx::Result<Option<Intake>> {
     sqlx::query_as::<_, Intake>(&format!(
         "WITH agent AS ( \
              SELECT {AGENT_COLUMNS} FROM agents WHERE agent_id = $2 \
          ), inserted AS ( \
              INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, \
-                                stream, status, started_at, lease_owner, lease_until) \
+                                stream, status, started_at, lease_owner, lease_until, budget) \
              SELECT $1, agent.agent_id, $3, $4, $5, $6, 'running', now(), $7, \
-                    now() + make_interval(secs => $8) \
+                    now() + make_interval(secs => $8), COALESCE($9, agent.budget) \
              FROM agent \
              ON CONFLICT (task_id) DO NOTHING \
              RETURNING task_id \
@@ -114,6 +116,7 @@ pub async fn take_new(
     .bind(task.stream)
     .bind(owner)
     .bind(lease_secs)
+    .bind(budget.map(sqlx::types::Json))
     .fetch_optional(pool)
     .await
 }
@@ -168,6 +171,9 @@ pub enum Claim {
 pub struct ResumePoint {
     /// The machine after its last committed step (None: no recursion committed).
     pub checkpoint: Option<String>,
+    /// Set when a `resume` freed a `waiting` task: why (`resumed`, `budget`), and the
+    /// budget it brought, if any.
+    pub resumed: Option<(String, Option<Value>)>,
     /// Every event up to this seq is known to be confirmed by the broker; later ones are
     /// published again before anything newer.
     pub confirmed_seq: i64,
@@ -181,8 +187,17 @@ pub async fn claim(
     lease_secs: f64,
 ) -> sqlx::Result<Claim> {
     let mut tx = pool.begin().await?;
-    let row: Option<(String, bool, Option<String>, i64)> = sqlx::query_as(
-        "SELECT status, COALESCE(lease_until < now(), true), checkpoint, confirmed_seq \
+    type Row = (
+        String,
+        bool,
+        Option<String>,
+        i64,
+        Option<String>,
+        Option<Value>,
+    );
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT status, COALESCE(lease_until < now(), true), checkpoint, confirmed_seq, \
+                resume_reason, resume_budget \
          FROM tasks WHERE task_id = $1 FOR UPDATE",
     )
     .bind(task_id)
@@ -190,16 +205,24 @@ pub async fn claim(
     .await?;
     // A transaction dropped unfinished would keep the row locked until its connection is
     // used again: whoever looks at the task next (the outbox, with SKIP LOCKED) would miss it.
-    let Some((current, expired, checkpoint, confirmed_seq)) = row else {
+    let Some((current, expired, checkpoint, confirmed_seq, resume_reason, resume_budget)) = row
+    else {
         tx.rollback().await?;
         return Ok(Claim::Missing);
     };
     let claim = match current.as_str() {
+        // A task a `resume` freed from `waiting`: it continues from its checkpoint.
+        status::PENDING if checkpoint.is_some() => Claim::Resume(ResumePoint {
+            checkpoint,
+            confirmed_seq,
+            resumed: Some((resume_reason.unwrap_or_default(), resume_budget)),
+        }),
         status::PENDING => Claim::Fresh,
         // Our own live lease means this process runs it already: busy, like any holder.
         status::RUNNING if expired => Claim::Resume(ResumePoint {
             checkpoint,
             confirmed_seq,
+            resumed: None,
         }),
         status::RUNNING => Claim::Busy,
         _ => Claim::Ended(current),
@@ -211,7 +234,7 @@ pub async fn claim(
     sqlx::query(
         "UPDATE tasks SET status = 'running', started_at = COALESCE(started_at, now()), \
                 lease_owner = $2, lease_until = now() + make_interval(secs => $3), \
-                updated_at = now() \
+                updated_at = now(), resume_reason = NULL, resume_budget = NULL \
          WHERE task_id = $1",
     )
     .bind(task_id)
@@ -372,7 +395,7 @@ pub async fn end_unheld(
         "UPDATE tasks SET status = $3, fail_reason = $4, error = $5, \
                 finished_at = now(), updated_at = now(), checkpoint = NULL, \
                 lease_owner = NULL, lease_until = NULL \
-         WHERE task_id = $1 AND status IN ('pending', 'running') \
+         WHERE task_id = $1 AND status IN ('pending', 'running', 'waiting') \
            AND (lease_owner IS NULL OR lease_until < now() OR lease_owner = $2) \
          RETURNING agent_id, iterations",
     )
@@ -399,4 +422,26 @@ pub async fn holder(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<Uuid>> 
     .fetch_optional(pool)
     .await?;
     Ok(owner.flatten())
+}
+
+/// Frees a task `waiting` for a pause or a budget (a `resume`): it becomes `pending` with
+/// the reason and the new budget for the worker that takes it, and the fields of the task
+/// message that brings it back are returned. `None`: the task does not wait for that.
+pub async fn resume_waiting(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    budget: Option<&crate::core::budget::Budget>,
+) -> sqlx::Result<Option<super::reconcile::Orphan>> {
+    sqlx::query_as(
+        "UPDATE tasks SET status = 'pending', \
+                resume_reason = CASE wait_reason WHEN 'budget' THEN 'budget' ELSE 'resumed' END, \
+                wait_reason = NULL, resume_budget = $2, budget = COALESCE($2, budget), \
+                updated_at = now() \
+         WHERE task_id = $1 AND status = 'waiting' AND wait_reason IN ('paused', 'budget') \
+         RETURNING task_id, agent_id, input, conversation_id, constraints, stream, status",
+    )
+    .bind(task_id)
+    .bind(budget.map(sqlx::types::Json))
+    .fetch_optional(conn)
+    .await
 }

@@ -18,6 +18,10 @@ pub struct LlmCallRow {
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
     pub error: Option<String>,
+    /// The model asked.
+    pub model: String,
+    /// USD, when the model has a price and the provider reported usage.
+    pub cost_usd: Option<f64>,
 }
 
 /// A stored recursion, for `agentd trace`.

@@ -130,6 +130,12 @@ async fn listen_own(
                 let here = running.cancel(cancel.task_id);
                 tracing::info!(task_id = %cancel.task_id, running_here = here, "cancel requested");
             }
+            ControlMessage::Pause(pause) => {
+                let here = running.pause_if_running(pause.task_id);
+                tracing::info!(task_id = %pause.task_id, running_here = here, "pause requested");
+            }
+            // A waiting task is held by nobody: one worker applies it (the pending queue).
+            ControlMessage::Resume(_) => {}
         }
     }
     Ok(())
@@ -226,9 +232,31 @@ async fn apply(
                 Holder::Other(owner) => forward(deps, owner, message).await?,
                 Holder::Nobody(dead_owner) => {
                     if unheld::cancel_unheld(Sink::of(deps), task_id, dead_owner).await? {
-                        tracing::info!(%task_id, "cancelled a task whose worker is gone");
+                        tracing::info!(%task_id, "cancelled a task nobody holds");
                     }
                 }
+            }
+        }
+        ControlMessage::Pause(_) => {
+            if running.pause_if_running(task_id) {
+                return Ok(());
+            }
+            match alive_holder(deps, task_id).await? {
+                Holder::Me => {
+                    running.pause_if_running(task_id);
+                }
+                Holder::Other(owner) => forward(deps, owner, message).await?,
+                Holder::Nobody(_) => {
+                    tracing::info!(%task_id, "pause for a task no worker runs: nothing to pause");
+                }
+            }
+        }
+        ControlMessage::Resume(resume) => {
+            let budget = resume.budget.as_ref();
+            if super::reconcile::resume_waiting(deps, task_id, budget).await? {
+                tracing::info!(%task_id, "waiting task resumed");
+            } else {
+                tracing::info!(%task_id, "resume for a task that does not wait for one: ignored");
             }
         }
     }

@@ -16,6 +16,7 @@ use super::running::RunningTasks;
 use super::task_run::{RunEnd, Taken, TaskRun};
 use super::{outbox, unheld};
 use crate::contract::events::{EventData, ResumeReason, TaskResumed, TaskStarted};
+use crate::core::budget::Budget;
 use crate::core::machine::{Machine, TaskInfo};
 use crate::store::tasks::{Claim, NewTask, ResumePoint};
 use crate::store::{self, agents::Agent};
@@ -96,7 +97,9 @@ async fn run(
     // whose row existed is claimed.
     let new_row = new_task(spec);
     let (owner, lease) = (deps.worker_id, deps.lease_secs);
-    let intake = store::tasks::take_new(&deps.pool, &new_row, spec.agent_id, owner, lease).await?;
+    let budget = spec.budget.as_ref();
+    let intake =
+        store::tasks::take_new(&deps.pool, &new_row, spec.agent_id, owner, lease, budget).await?;
     let Some(store::tasks::Intake { agent, inserted }) = intake else {
         let rejection = Rejection {
             reason: format!("unknown agent_id {}", spec.agent_id),
@@ -107,6 +110,9 @@ async fn run(
         };
         return Ok(reject(deps, rejection).await);
     };
+    if inserted && let Err(reason) = budget_of(deps, spec, &agent) {
+        return Ok(reject_taken(deps, spec, reason).await);
+    }
     let taken = match inserted {
         true => Some(fresh(task_info(deps, spec, &agent).await?, spec, &agent)),
         false => take(deps, spec, &agent, shutdown).await?,
@@ -124,7 +130,7 @@ async fn run(
     heartbeat.cancel();
     running.remove(spec.task_id);
     match end? {
-        RunEnd::Finished(_) => Ok(Handled::Finished),
+        RunEnd::Finished(_) | RunEnd::Waiting => Ok(Handled::Finished),
         RunEnd::Released => {
             let confirmed = task_run.confirmed.get();
             store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, confirmed)
@@ -208,6 +214,8 @@ async fn task_info(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> sqlx::R
         }
         None => Vec::new(),
     };
+    // Checked at intake: an invalid agent budget is refused there.
+    let budget = budget_of(deps, spec, agent).unwrap_or_default();
     let mut limits = deps.limits.clone();
     if let Some(budget) = agent
         .context_budget_tokens
@@ -224,7 +232,39 @@ async fn task_info(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> sqlx::R
         created_at: Utc::now(),
         limits,
         conversation,
+        budget,
     })
+}
+
+/// The task's budget: its message's, else its agent's; refused when invalid, or when it
+/// limits cost and the agent's model has no price (CONTRACT §8).
+fn budget_of(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> Result<Option<Budget>, String> {
+    let budget = match (&spec.budget, &agent.budget) {
+        (Some(budget), _) => budget.clone(),
+        (None, None) => return Ok(None),
+        (None, Some(stored)) => match super::intake::parse_budget(Some(stored.0.clone())) {
+            Ok(Some(budget)) => budget,
+            Ok(None) => return Ok(None),
+            Err(problem) => return Err(format!("the agent's {problem}")),
+        },
+    };
+    let price = deps.prices.get(&agent.model);
+    budget
+        .validate(price, &agent.model)
+        .map_err(|err| err.to_string())?;
+    Ok(Some(budget))
+}
+
+/// Ends a task this worker just recorded and took as `rejected` (its budget cannot be
+/// kept): nothing ran, so `task.failed` (reason rejected) is its only event.
+async fn reject_taken(deps: &WorkerDeps, spec: &TaskSpec, reason: String) -> Handled {
+    tracing::warn!(task_id = %spec.task_id, %reason, "task message rejected");
+    let ended = unheld::reject_taken(deps, spec.task_id, Some(spec.agent_id), &reason).await;
+    if let Err(err) = ended {
+        tracing::error!(task_id = %spec.task_id, error = %format!("{err:#}"),
+            "could not record the rejection");
+    }
+    Handled::Rejected(reason)
 }
 
 fn fresh(info: TaskInfo, spec: &TaskSpec, agent: &Agent) -> Taken {
@@ -269,9 +309,26 @@ async fn resume(
     tracing::info!(task_id = %spec.task_id, iteration = machine.iteration(), "resuming task");
     let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), last_seq);
     log.restore(outbox::unconfirmed(&deps.pool, spec.task_id, point.confirmed_seq).await?);
+    let mut machine = machine;
+    let reason = match &point.resumed {
+        None => ResumeReason::Recovered,
+        Some((why, budget)) => {
+            if let Some(budget) = budget {
+                match super::intake::parse_budget(Some(budget.clone())) {
+                    Ok(Some(budget)) => machine.replace_budget(budget),
+                    Ok(None) => {}
+                    Err(problem) => tracing::warn!(%problem, "resume budget ignored"),
+                }
+            }
+            match why.as_str() {
+                "budget" => ResumeReason::Budget,
+                _ => ResumeReason::Resumed,
+            }
+        }
+    };
     let resumed = TaskResumed {
         iteration: machine.iteration(),
-        reason: ResumeReason::Recovered,
+        reason,
     };
     log.push(
         None,

@@ -1,6 +1,7 @@
 //! What the driver needs from the outside world, built once per worker process and shared
 //! by every task it runs.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use super::committer::Committer;
 use super::outbox::ConfirmedMarks;
 use crate::amqp::Publisher;
 use crate::config::AmqpSettings;
+use crate::core::budget::Price;
 use crate::core::limits::Limits;
 use crate::core::prompt::PromptTemplate;
 use crate::core::retry::RetryPolicy;
@@ -45,4 +47,6 @@ pub struct WorkerDeps {
     pub marks: ConfirmedMarks,
     /// Writes the steps of all tasks, several per statement (group commit).
     pub committer: Committer,
+    /// USD per million tokens, by model (`[prices."MODEL"]`).
+    pub prices: Arc<HashMap<String, Price>>,
 }

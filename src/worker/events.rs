@@ -14,10 +14,12 @@ use uuid::Uuid;
 use crate::amqp::Publisher;
 use crate::amqp::publisher::OutgoingEvent;
 use crate::contract::events::{
-    ContextCompacted, Event, EventData, PlanStepView, PlanUpdated, RecursionCompleted,
-    RecursionStarted, StepUpdated, TaskCancelled, TaskCompleted, TaskFailed,
+    BudgetExceeded, BudgetWarning, ContextCompacted, Event, EventData, PlanStepView, PlanUpdated,
+    RecursionCompleted, RecursionStarted, StepUpdated, TaskCancelled, TaskCompleted, TaskFailed,
+    TaskWaiting,
 };
-use crate::core::machine::{DomainEvent, Outcome, RecursionRecord};
+use crate::core::budget::{Reading, amount};
+use crate::core::machine::{DomainEvent, Outcome, RecursionRecord, WaitReason};
 use crate::{metrics, store};
 
 /// Events produced by a task, waiting to be stored and published.
@@ -169,12 +171,44 @@ impl EventLog {
                     folded_recursions: *folded_recursions,
                 }),
             ),
+            DomainEvent::BudgetWarning { iteration, reading } => self.push(
+                None,
+                Some(*iteration),
+                EventData::BudgetWarning(BudgetWarning {
+                    limit: reading.limit,
+                    used: rounded(reading),
+                    max: reading.max,
+                }),
+            ),
+            DomainEvent::BudgetExceeded {
+                iteration,
+                reading,
+                action,
+            } => self.push(
+                None,
+                Some(*iteration),
+                EventData::BudgetExceeded(BudgetExceeded {
+                    limit: reading.limit,
+                    used: rounded(reading),
+                    max: reading.max,
+                    action: *action,
+                }),
+            ),
             DomainEvent::RecursionCompleted(record) => self.push(
                 Some(record.trace_id),
                 Some(record.iteration),
                 EventData::RecursionCompleted(recursion_completed(record)),
             ),
         }
+    }
+
+    /// Appends `task.waiting` (the task is about to be let go until someone frees it).
+    pub fn push_waiting(&mut self, iteration: u32, reason: WaitReason) {
+        let waiting = TaskWaiting {
+            reason,
+            tool_call_ids: Vec::new(),
+        };
+        self.push(None, Some(iteration), EventData::TaskWaiting(waiting));
     }
 
     /// Appends the terminal event of an outcome.
@@ -390,4 +424,12 @@ fn recursion_completed(record: &RecursionRecord) -> RecursionCompleted {
         error_log: record.error_log.clone(),
         duration_ms: (record.finished_at - record.started_at).num_milliseconds(),
     }
+}
+
+/// A reading's use as the event shows it: whole tokens and calls, cost to a millionth of a
+/// USD, seconds to a tenth.
+fn rounded(reading: &Reading) -> f64 {
+    amount(reading.limit, reading.used)
+        .as_f64()
+        .unwrap_or(reading.used)
 }

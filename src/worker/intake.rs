@@ -2,11 +2,13 @@
 //! core, or a [`Rejection`] with a reason (CONTRACT §2). Pure: no I/O.
 
 use serde::Deserialize;
+
+use crate::core::budget::Budget;
 use serde_json::Value;
 use uuid::Uuid;
 
 /// A validated task message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TaskSpec {
     pub task_id: Uuid,
     pub agent_id: Uuid,
@@ -14,6 +16,8 @@ pub struct TaskSpec {
     pub conversation_id: Option<Uuid>,
     pub constraints: Vec<String>,
     pub stream: bool,
+    /// The message's budget (CONTRACT §8); the agent's applies when absent.
+    pub budget: Option<Budget>,
 }
 
 /// Why a message is refused, with whatever could still be read from it.
@@ -48,6 +52,7 @@ struct RawTask {
     conversation_id: Option<Value>,
     constraints: Option<Value>,
     stream: Option<Value>,
+    budget: Option<Value>,
 }
 
 /// Parses a task message body. `content_type` is the AMQP property, when set.
@@ -140,6 +145,10 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             false
         }
     };
+    let budget = parse_budget(raw.budget).unwrap_or_else(|problem| {
+        problems.push(problem);
+        None
+    });
     match (agent_id, input) {
         (Some(agent_id), Some(input)) if problems.is_empty() => Ok(TaskSpec {
             task_id: task_id.unwrap_or_else(Uuid::now_v7),
@@ -148,6 +157,7 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             conversation_id,
             constraints,
             stream,
+            budget,
         }),
         _ => {
             rejection.reason = format!("invalid task message: {}", problems.join("; "));
@@ -163,6 +173,27 @@ fn optional_uuid(value: Option<&Value>, field: &str) -> Result<Option<Uuid>, Str
             .map(Some)
             .map_err(|_| format!("{field} is not a valid UUID: {text:?}")),
         Some(_) => Err(format!("{field} must be a UUID string")),
+    }
+}
+
+/// A budget object (CONTRACT §8); limits must be positive, unknown keys are refused.
+pub fn parse_budget(value: Option<Value>) -> Result<Option<Budget>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(value @ Value::Object(_)) => {
+            let budget: Budget =
+                serde_json::from_value(value).map_err(|err| format!("invalid budget: {err}"))?;
+            // The price check needs the model: it is made once the agent is known.
+            let no_price_check = crate::core::budget::Price {
+                input_per_mtok: 0.0,
+                output_per_mtok: 0.0,
+            };
+            budget
+                .validate(Some(&no_price_check), "")
+                .map_err(|err| format!("invalid budget: {err}"))?;
+            Ok(Some(budget))
+        }
+        Some(_) => Err("budget must be an object".to_owned()),
     }
 }
 

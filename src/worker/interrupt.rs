@@ -19,6 +19,9 @@ pub enum Interrupt {
 pub struct Stops {
     pub cancel: CancellationToken,
     pub release: CancellationToken,
+    /// A `pause`: the task stops before its next LLM call and waits (not an interrupt:
+    /// what runs now finishes first).
+    pub pause: CancellationToken,
 }
 
 impl Stops {

@@ -154,6 +154,22 @@ impl TaskRun<'_> {
             ),
         };
         crate::metrics::observe_llm_attempt(&status, latency_ms, &usage);
+        let (prompt, completion) = (
+            usage.prompt_tokens.map_or(0, |t| t.max(0) as u64),
+            usage.completion_tokens.map_or(0, |t| t.max(0) as u64),
+        );
+        let price = self.deps.prices.get(&self.model);
+        let reported = usage.prompt_tokens.is_some() || usage.completion_tokens.is_some();
+        let cost_usd = price
+            .filter(|_| reported)
+            .map(|price| price.cost(prompt, completion));
+        // The task's cost is unknown once its model has no price; an attempt that
+        // reported no usage (a failed one) costs nothing known.
+        let task_cost = price.map(|_| cost_usd.unwrap_or(0.0));
+        self.machine.on_llm_usage(prompt, completion, task_cost);
+        if let Some(cost) = cost_usd {
+            crate::metrics::observe_llm_cost(&self.model, cost);
+        }
         self.llm_rows.push(LlmCallRow {
             task_id: self.task_id(),
             trace_id: call.trace_id,
@@ -164,6 +180,8 @@ impl TaskRun<'_> {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             error,
+            model: self.model.clone(),
+            cost_usd,
         });
     }
 }

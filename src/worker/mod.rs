@@ -77,6 +77,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         limits: settings.limits.clone(),
         marks,
         committer,
+        prices: Arc::new(settings.prices.clone()),
     })
 }
 

@@ -11,8 +11,12 @@ use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use uuid::Uuid;
+
+use super::deps::WorkerDeps;
 use crate::amqp::Publisher;
 use crate::contract::TaskMessage;
+use crate::core::budget::Budget;
 use crate::store::{self, reconcile::Orphan};
 
 /// Orphans re-enqueued per round.
@@ -81,6 +85,31 @@ pub async fn reconcile_once(
     Ok(sent)
 }
 
+/// Frees a task `waiting` for a pause or a budget and enqueues its message, in one
+/// transaction: the message's claim waits on the row until the commit. Returns whether
+/// the task waited for that.
+pub async fn resume_waiting(
+    deps: &WorkerDeps,
+    task_id: Uuid,
+    budget: Option<&Budget>,
+) -> anyhow::Result<bool> {
+    let mut tx = deps.pool.begin().await?;
+    let Some(task) = store::tasks::resume_waiting(&mut tx, task_id, budget).await? else {
+        tx.rollback().await?;
+        return Ok(false);
+    };
+    let Some(message) = message_of(&task) else {
+        tx.rollback().await?;
+        anyhow::bail!("task {task_id} has no agent or input to resume with");
+    };
+    let body = serde_json::to_vec(&message)?;
+    deps.publisher
+        .publish_task(&deps.names.tasks_queue, &body)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
 /// The task message that brings an orphan back.
 fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
     Some(TaskMessage {
@@ -90,6 +119,7 @@ fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
         conversation_id: orphan.conversation_id,
         constraints: serde_json::from_value(orphan.constraints.clone()).unwrap_or_default(),
         stream: orphan.stream,
+        budget: None,
     })
 }
 

@@ -75,6 +75,20 @@ impl RunningTasks {
         }
     }
 
+    /// Pauses a task if it runs here (it stops before its next LLM call).
+    pub fn pause_if_running(&self, task_id: Uuid) -> bool {
+        let Ok(registry) = self.inner.lock() else {
+            return false;
+        };
+        match registry.running.get(&task_id) {
+            Some(stops) => {
+                stops.pause.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Lets every running task go (shutdown after the grace period).
     pub fn release_all(&self) {
         if let Ok(registry) = self.inner.lock() {

@@ -19,9 +19,9 @@ use super::events::EventLog;
 use super::interrupt::{Interrupt, Stops};
 use super::outbox::SWEEP_GRACE;
 use super::step_commit::{Confirmed, StepCommit};
-use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord};
+use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord, WaitReason};
 use crate::core::types::ToolSpec;
-use crate::store::step::{Finish, Progress, StartedCall, StepWrite, ToolMeta};
+use crate::store::step::{Finish, Progress, StartedCall, StepWrite, ToolMeta, Totals};
 use crate::store::{self, agents::Agent, trace::LlmCallRow};
 
 /// How long a finished task keeps trying to publish its last events through a broker
@@ -44,6 +44,9 @@ pub enum RunEnd {
     Finished(Outcome),
     /// The worker let the task go (shutdown, lost lease); it resumes from its checkpoint.
     Released,
+    /// The task waits for someone (`waiting` is committed, its events published): its
+    /// message is acknowledged, and a `resume` enqueues it again.
+    Waiting,
 }
 
 /// One task being run by this worker.
@@ -134,6 +137,10 @@ impl<'a> TaskRun<'a> {
                 return self.interrupted(interrupt).await;
             }
             next = match next {
+                Next::Continue if self.stops.pause.is_cancelled() => {
+                    // A pause stops the task before its next LLM call.
+                    self.machine.wait(WaitReason::Paused, Utc::now())
+                }
                 Next::Continue => {
                     self.checkpoint = Some(serde_json::to_string(&self.machine)?);
                     deadline = Instant::now() + self.deps.recursion_timeout;
@@ -171,6 +178,10 @@ impl<'a> TaskRun<'a> {
                         Ok(results) => self.machine.on_tool_results(results, Utc::now()),
                         Err(interrupt) => return self.interrupted(interrupt).await,
                     }
+                }
+                Next::Wait(reason) => {
+                    self.commit_wait(reason).await?;
+                    return Ok(RunEnd::Waiting);
                 }
                 Next::Finished(outcome) => {
                     self.commit_end(&outcome).await?;
@@ -237,6 +248,25 @@ impl<'a> TaskRun<'a> {
         Ok(())
     }
 
+    /// Commits the task as `waiting` (its machine checkpointed between recursions, its
+    /// lease released) with `task.waiting`, then publishes its events like an end.
+    async fn commit_wait(&mut self, reason: WaitReason) -> anyhow::Result<()> {
+        self.collect_events();
+        tracing::info!(reason = reason.as_str(), "task waiting");
+        self.log.push_waiting(self.machine.iteration(), reason);
+        self.checkpoint = None;
+        let progress = Progress::Wait {
+            iterations: self.machine.iteration(),
+            plan: serde_json::to_string(self.machine.plan())?,
+            checkpoint: serde_json::to_string(&self.machine)?,
+            reason: reason.as_str(),
+        };
+        self.start(progress);
+        self.settle().await?;
+        self.publish_remaining().await;
+        Ok(())
+    }
+
     /// After the task's end: keeps publishing what the broker did not confirm (it may be
     /// restarting) for a while, then reports the task's events confirmed, or leaves them
     /// to the outbox sweep.
@@ -291,6 +321,7 @@ impl<'a> TaskRun<'a> {
             llm_rows: std::mem::take(&mut self.llm_rows),
             max_result_chars: self.machine.task().limits.max_tool_result_chars,
             confirmed_seq: 0,
+            totals: totals(&self.machine),
         };
         let release = self.stops.release.clone();
         let previous = self.in_flight.take();
@@ -335,6 +366,17 @@ impl<'a> TaskRun<'a> {
             self.log.restore(undelivered);
         }
         Ok(())
+    }
+}
+
+/// What the task has spent, as `tasks` records it.
+fn totals(machine: &Machine) -> Totals {
+    let spent = &machine.budget().spent;
+    Totals {
+        prompt_tokens: spent.prompt_tokens,
+        completion_tokens: spent.completion_tokens,
+        cost_usd: spent.cost_usd,
+        tool_calls: spent.tool_calls,
     }
 }
 

@@ -46,6 +46,29 @@ fn unknown_outcome(name: &str) -> String {
     )
 }
 
+/// The error result of a call past the budget's tool-call limit.
+fn over_budget(name: &str, left: Option<u64>) -> String {
+    let left = left.unwrap_or(0);
+    format!(
+        "the call of '{name}' was not run: the task's budget (max_tool_calls) allowed {left} \
+         more tool call(s) in this reply"
+    )
+}
+
+/// A call that did not run, with the error the model sees.
+fn failed_result(call: &ToolCallRequest, error: String) -> ToolCallResult {
+    ToolCallResult {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: parsed(call),
+        success: false,
+        result: None,
+        error: Some(error),
+        memo: None,
+        duration_ms: 0,
+    }
+}
+
 /// What to do about one call of the reply.
 #[derive(Debug)]
 enum Plan {
@@ -87,7 +110,8 @@ impl TaskRun<'_> {
             true => crate::store::ledger::of_recursion(&self.deps.pool, trace_id).await?,
             false => Vec::new(),
         };
-        let plans = plan_calls(self.deps, self.task_id(), calls, &ledger);
+        let left = self.machine.tool_calls_left();
+        let plans = plan_calls(self.deps, self.task_id(), calls, &ledger, left);
         for (call, plan) in calls.iter().zip(&plans) {
             if matches!(plan, Plan::Run { announce: true, .. }) {
                 let started = ToolStarted {
@@ -209,6 +233,7 @@ fn plan_calls(
     task_id: Uuid,
     calls: &[ToolCallRequest],
     ledger: &[LedgerRow],
+    left: Option<u64>,
 ) -> Vec<Plan> {
     let rows: HashMap<&str, &LedgerRow> = ledger
         .iter()
@@ -216,9 +241,19 @@ fn plan_calls(
         .collect();
     calls
         .iter()
-        .map(|call| {
+        .enumerate()
+        .map(|(index, call)| {
             let effect = deps.tools.effect_of(&call.name);
             let key = (effect != ToolEffect::ReadOnly).then(|| format!("{task_id}:{}", call.id));
+            if left.is_some_and(|left| index as u64 >= left) {
+                // Past the budget's max_tool_calls: not run (CONTRACT §8).
+                return Plan::Known {
+                    result: failed_result(call, over_budget(&call.name, left)),
+                    state: "failed",
+                    effect,
+                    key,
+                };
+            }
             match rows.get(call.id.as_str()) {
                 Some(row) if row.has_outcome() => Plan::Known {
                     result: stored_result(call, row),
@@ -231,16 +266,7 @@ fn plan_calls(
                     key,
                 },
                 Some(_) if !effect.is_retryable() => Plan::Known {
-                    result: ToolCallResult {
-                        tool_call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        arguments: parsed(call),
-                        success: false,
-                        result: None,
-                        error: Some(unknown_outcome(&call.name)),
-                        memo: None,
-                        duration_ms: 0,
-                    },
+                    result: failed_result(call, unknown_outcome(&call.name)),
                     state: "unknown",
                     effect,
                     key,

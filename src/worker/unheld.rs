@@ -75,6 +75,46 @@ pub async fn reject(deps: &WorkerDeps, rejection: &Rejection) -> anyhow::Result<
     .await
 }
 
+/// Ends a task the caller recorded and holds, before anything ran, as `rejected` with
+/// `task.failed` (reason rejected).
+pub async fn reject_taken(
+    deps: &WorkerDeps,
+    task_id: Uuid,
+    agent_id: Option<Uuid>,
+    reason: &str,
+) -> anyhow::Result<()> {
+    let ending = Ending {
+        status: status::REJECTED,
+        fail_reason: Some(FailReason::Rejected.as_str()),
+        error: Some(reason),
+    };
+    let sink = Sink::of(deps);
+    let mut tx = sink.pool.begin().await?;
+    let owner = Some(deps.worker_id);
+    if store::tasks::end_unheld(&mut tx, task_id, owner, ending)
+        .await?
+        .is_none()
+    {
+        tx.rollback().await?;
+        return Ok(());
+    }
+    let failed = TaskFailed {
+        reason: FailReason::Rejected,
+        error: reason.to_owned(),
+        iterations: 0,
+        partial: None,
+    };
+    finish(
+        sink,
+        tx,
+        task_id,
+        agent_id,
+        0,
+        EventData::TaskFailed(failed),
+    )
+    .await
+}
+
 /// Cancels a task no worker has taken yet (a `pending` row, or no row at all while its
 /// message waits in the queue). Returns whether this call ended it.
 pub async fn cancel_unstarted(sink: Sink<'_>, task_id: Uuid) -> anyhow::Result<bool> {

@@ -104,6 +104,21 @@ fn sample(kind: EventType) -> EventData {
             after_tokens: 9_000,
             folded_recursions: 5,
         }),
+        EventType::BudgetWarning => EventData::BudgetWarning(BudgetWarning {
+            limit: crate::core::budget::BudgetLimit::Tokens,
+            used: 8_000.0,
+            max: 10_000.0,
+        }),
+        EventType::BudgetExceeded => EventData::BudgetExceeded(BudgetExceeded {
+            limit: crate::core::budget::BudgetLimit::CostUsd,
+            used: 0.51,
+            max: 0.5,
+            action: crate::core::budget::BreachAction::Answer,
+        }),
+        EventType::TaskWaiting => EventData::TaskWaiting(TaskWaiting {
+            reason: crate::core::machine::WaitReason::Paused,
+            tool_call_ids: Vec::new(),
+        }),
         EventType::TaskCompleted => EventData::TaskCompleted(TaskCompleted {
             answer: "4".into(),
             iterations: 2,
@@ -171,7 +186,10 @@ fn every_event_type_and_control_type_has_its_message() {
     let controls = doc["channels"]["control"]["messages"]
         .as_object()
         .expect("control messages");
-    assert_eq!(controls.keys().collect::<Vec<_>>(), ["cancel"]);
+    assert_eq!(
+        controls.keys().collect::<Vec<_>>(),
+        ["cancel", "pause", "resume"]
+    );
     for kind in controls.keys() {
         // The worker knows the type: a bad body is invalid, not of an unknown type.
         assert!(matches!(
@@ -279,12 +297,19 @@ fn task_messages_as_submitted_validate() {
         conversation_id: Some(Uuid::now_v7()),
         constraints: vec!["be brief".into()],
         stream: true,
+        budget: Some(crate::core::budget::Budget {
+            max_tokens: Some(10_000),
+            max_cost_usd: Some(0.5),
+            on_breach: crate::core::budget::BreachAction::Pause,
+            ..Default::default()
+        }),
     };
     let minimal = TaskMessage {
         task_id: None,
         conversation_id: None,
         constraints: Vec::new(),
         stream: false,
+        budget: None,
         ..full.clone()
     };
     for message in [&full, &minimal] {

@@ -123,6 +123,7 @@ impl Machine {
                 status: "running",
                 created_at: self.task.created_at,
                 updated_at: now,
+                budget: self.budget.view(now, super::breach::ANSWER_NOW),
             },
             current_recursion: CurrentRecursion {
                 trace_id,

@@ -33,6 +33,7 @@ fn task(objective: String, limits: Limits) -> TaskInfo {
         created_at: at(0),
         limits,
         conversation: Vec::new(),
+        budget: None,
     }
 }
 
@@ -79,6 +80,7 @@ fn drive(machine: &mut Machine, recursions: Vec<Recursion>) -> Vec<LlmCall> {
             Next::Continue => {}
             Next::Finished(_) => break,
             Next::CallLlm(_) => panic!("on_llm_reply asked for an LLM call"),
+            Next::Wait(reason) => panic!("on_llm_reply asked to wait ({reason:?})"),
         }
         machine.take_events();
         check_checkpoint(machine);

@@ -36,6 +36,11 @@ pub struct CreateTask {
     /// Stream LLM tokens as llm.delta events.
     #[serde(default)]
     pub stream: Option<bool>,
+    /// What the task may spend: max_tokens, max_cost_usd, max_tool_calls, max_wall_secs,
+    /// on_breach (answer, fail, pause). The agent's budget applies when absent.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<crate::core::budget::Budget>,
 }
 
 /// Answer of `POST /v1/tasks`.
@@ -84,6 +89,10 @@ impl CreateTask {
                 "constraints must not contain blank strings",
             ));
         }
+        let budget = serde_json::to_value(&self.budget).unwrap_or_default();
+        if let Err(problem) = crate::worker::intake::parse_budget(Some(budget)) {
+            return Err(ApiError::invalid_body(problem));
+        }
         Ok(())
     }
 }
@@ -130,6 +139,7 @@ pub async fn create_task(
         conversation_id: body.conversation_id,
         constraints: body.constraints.unwrap_or_default(),
         stream: body.stream.unwrap_or(false),
+        budget: body.budget,
     };
     publish(&state, &task).await?;
     record_pending(&state, task_id, &task).await;

@@ -32,6 +32,24 @@ pub enum Progress {
     /// The task ended: its terminal fields; the checkpoint and the lease are cleared and
     /// the outbox flag is set until its last events are confirmed.
     Finish(Finish),
+    /// The task waits for someone (`waiting`, with its reason): its checkpoint is kept,
+    /// the lease is cleared and the outbox flag set, as for an end.
+    Wait {
+        iterations: u32,
+        plan: String,
+        checkpoint: String,
+        reason: &'static str,
+    },
+}
+
+/// What the task has spent so far (CONTRACT §8), written with every step.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Totals {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// `None` when the model has no price.
+    pub cost_usd: Option<f64>,
+    pub tool_calls: u64,
 }
 
 /// The terminal fields of a finished task.
@@ -93,6 +111,8 @@ pub struct StepWrite {
     pub max_result_chars: usize,
     /// Every event up to this seq is confirmed by the broker.
     pub confirmed_seq: i64,
+    /// The task's spending so far.
+    pub totals: Totals,
 }
 
 /// One step of a statement: its write and the rows of its fresh events.

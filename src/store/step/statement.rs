@@ -11,15 +11,18 @@ use super::{Progress, Step, ToolMeta};
 use crate::core::limits::{trim_json, trim_text};
 use crate::core::types::ToolCallResult;
 
-/// `$1..$12` the tasks, `$13..$25` recursions, `$26..$32` started tool calls, `$33..$46`
-/// finished tool calls, `$47..$55` LLM attempts, `$56..$60` events.
+/// `$1..$12` and `$61..$65` the tasks, `$13..$25` recursions, `$26..$32` started tool
+/// calls, `$33..$46` finished tool calls, `$47..$55` and `$66..$67` LLM attempts, `$56..$60`
+/// events.
 const WRITE_STEPS: &str = "\
 WITH v AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[],
                          $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-                         $11::bigint[], $12::bigint[])
+                         $11::bigint[], $12::bigint[], $61::bigint[], $62::bigint[],
+                         $63::float8[], $64::bigint[], $65::text[])
         AS v (task_id, owner, kind, iterations, plan, checkpoint, status, answer, error,
-              fail_reason, confirmed, event_seq)
+              fail_reason, confirmed, event_seq, prompt_tokens, completion_tokens, cost_usd,
+              tool_call_count, wait_reason)
 ),
 task AS (
     UPDATE tasks t SET
@@ -28,16 +31,23 @@ task AS (
         plan = CASE WHEN v.kind = 'touch' THEN t.plan ELSE v.plan::jsonb END,
         checkpoint = CASE v.kind WHEN 'touch' THEN t.checkpoint WHEN 'finish' THEN NULL
                      ELSE v.checkpoint END,
-        status = CASE WHEN v.kind = 'finish' THEN v.status ELSE t.status END,
+        status = CASE v.kind WHEN 'finish' THEN v.status WHEN 'wait' THEN 'waiting'
+                 ELSE t.status END,
+        wait_reason = CASE WHEN v.kind = 'wait' THEN v.wait_reason ELSE t.wait_reason END,
+        prompt_tokens = v.prompt_tokens,
+        completion_tokens = v.completion_tokens,
+        cost_usd = v.cost_usd,
+        tool_call_count = v.tool_call_count,
         answer = CASE WHEN v.kind = 'finish' THEN v.answer ELSE t.answer END,
         error = CASE WHEN v.kind = 'finish' THEN v.error ELSE t.error END,
         fail_reason = CASE WHEN v.kind = 'finish' THEN v.fail_reason ELSE t.fail_reason END,
         finished_at = CASE WHEN v.kind = 'finish' THEN now() ELSE t.finished_at END,
-        lease_owner = CASE WHEN v.kind = 'finish' THEN NULL ELSE t.lease_owner END,
-        lease_until = CASE WHEN v.kind = 'finish' THEN NULL ELSE t.lease_until END,
+        lease_owner = CASE WHEN v.kind IN ('finish', 'wait') THEN NULL ELSE t.lease_owner END,
+        lease_until = CASE WHEN v.kind IN ('finish', 'wait') THEN NULL ELSE t.lease_until END,
         event_seq = GREATEST(t.event_seq, v.event_seq),
         confirmed_seq = GREATEST(t.confirmed_seq, v.confirmed),
-        outbox_pending = CASE WHEN v.kind = 'finish' THEN true ELSE t.outbox_pending END
+        outbox_pending = CASE WHEN v.kind IN ('finish', 'wait') THEN true
+                         ELSE t.outbox_pending END
     FROM v
     WHERE t.task_id = v.task_id AND t.lease_owner = v.owner AND t.status = 'running'
     RETURNING t.task_id
@@ -92,13 +102,14 @@ tool_call_rows AS (
 ),
 llm_call_rows AS (
     INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms,
-                           prompt_tokens, completion_tokens, error)
+                           prompt_tokens, completion_tokens, error, model, cost_usd)
     SELECT l.task_id, l.trace_id, l.iteration, l.attempt, l.status, l.latency_ms,
-           l.prompt_tokens, l.completion_tokens, l.error
+           l.prompt_tokens, l.completion_tokens, l.error, l.model, l.cost_usd
     FROM UNNEST($47::uuid[], $48::uuid[], $49::int[], $50::int[], $51::text[],
-                $52::bigint[], $53::bigint[], $54::bigint[], $55::text[]) WITH ORDINALITY
+                $52::bigint[], $53::bigint[], $54::bigint[], $55::text[], $66::text[],
+                $67::float8[]) WITH ORDINALITY
          AS l (task_id, trace_id, iteration, attempt, status, latency_ms, prompt_tokens,
-               completion_tokens, error, ord)
+               completion_tokens, error, model, cost_usd, ord)
     JOIN task USING (task_id)
     ORDER BY l.ord
 ),
@@ -134,13 +145,34 @@ struct Tasks<'a> {
     fail_reason: Vec<Option<&'static str>>,
     confirmed: Vec<i64>,
     event_seq: Vec<i64>,
+    prompt_tokens: Vec<i64>,
+    completion_tokens: Vec<i64>,
+    cost_usd: Vec<Option<f64>>,
+    tool_calls: Vec<i64>,
+    wait_reason: Vec<Option<&'static str>>,
 }
 
 impl<'a> Tasks<'a> {
     fn push(&mut self, step: &Step<'a>) {
         let write = step.write;
+        let mut wait_reason = None;
         let (kind, iterations, plan, checkpoint, finish) = match &write.progress {
             Progress::Touch => ("touch", 0, None, None, None),
+            Progress::Wait {
+                iterations,
+                plan,
+                checkpoint,
+                reason,
+            } => {
+                wait_reason = Some(*reason);
+                (
+                    "wait",
+                    *iterations,
+                    Some(plan.as_str()),
+                    Some(checkpoint.as_str()),
+                    None,
+                )
+            }
             Progress::Checkpoint {
                 iterations,
                 plan,
@@ -173,6 +205,13 @@ impl<'a> Tasks<'a> {
         self.confirmed.push(write.confirmed_seq);
         self.event_seq
             .push(step.events.iter().map(|e| e.seq).max().unwrap_or(0));
+        let totals = write.totals;
+        self.prompt_tokens.push(bigint(totals.prompt_tokens));
+        self.completion_tokens
+            .push(bigint(totals.completion_tokens));
+        self.cost_usd.push(totals.cost_usd);
+        self.tool_calls.push(bigint(totals.tool_calls));
+        self.wait_reason.push(wait_reason);
     }
 }
 
@@ -308,6 +347,15 @@ pub(super) async fn execute(pool: &PgPool, steps: &[Step<'_>]) -> sqlx::Result<H
         .bind(column(&events, |(_, e)| e.event_id))
         .bind(column(&events, |(_, e)| e.event_type))
         .bind(column(&events, |(_, e)| e.json))
+        // the tasks' spending and wait reasons
+        .bind(&tasks.prompt_tokens)
+        .bind(&tasks.completion_tokens)
+        .bind(&tasks.cost_usd)
+        .bind(&tasks.tool_calls)
+        .bind(&tasks.wait_reason)
+        // the LLM attempts' models and costs
+        .bind(column(&llm, |(_, l)| l.model.as_str()))
+        .bind(column(&llm, |(_, l)| l.cost_usd))
         .fetch_all(pool)
         .await?;
     Ok(written.into_iter().collect())

@@ -7,6 +7,7 @@ use crate::core::state::StepStatus;
 use chrono::TimeZone;
 use serde_json::{Value, json};
 
+mod budgets;
 mod compaction;
 mod failures;
 mod runs;
@@ -31,6 +32,7 @@ pub(super) fn task(max_iteration: u32) -> TaskInfo {
         created_at: at(0),
         limits: Limits::default(),
         conversation: Vec::new(),
+        budget: None,
     }
 }
 
@@ -212,6 +214,18 @@ pub(super) fn describe(event: &DomainEvent) -> String {
             *trace_id,
             format!("ContextCompacted {iteration} folded={folded_recursions}"),
         ),
+        DomainEvent::BudgetWarning { iteration, reading } => {
+            let limit = reading.limit;
+            return format!("BudgetWarning {iteration} {limit}");
+        }
+        DomainEvent::BudgetExceeded {
+            iteration,
+            reading,
+            action,
+        } => {
+            let (limit, action) = (reading.limit, action.as_str());
+            return format!("BudgetExceeded {iteration} {limit} {action}");
+        }
     };
     let iteration: u128 = text
         .split(' ')

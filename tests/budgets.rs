@@ -1,0 +1,409 @@
+//! Budgets and cost (CONTRACT §8) and steering (§2: pause, resume) with the real worker, the
+//! fake LLM over HTTP, RabbitMQ and PostgreSQL. Every fake reply reports 11 prompt and 7
+//! completion tokens: 18 per LLM call.
+
+#[allow(dead_code)]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use agentd::cancel::send_control;
+use agentd::contract::ControlMessage;
+use agentd::contract::control::{Pause, Resume};
+use agentd::core::budget::{Budget, Price};
+use serde_json::{Value, json};
+use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, reflect_reply};
+use support::harness::TestEnv;
+use uuid::Uuid;
+
+/// USD per million tokens for the test agent's model: 11 × 1000 + 7 × 2000 = 0.025 $/call.
+fn priced(settings: &mut agentd::config::Settings) {
+    settings.prices.insert(
+        "fake-model".into(),
+        Price {
+            input_per_mtok: 1000.0,
+            output_per_mtok: 2000.0,
+        },
+    );
+}
+
+async fn submit_with_budget(env: &TestEnv, agent: Uuid, input: &str, budget: Value) -> Uuid {
+    let task_id = Uuid::now_v7();
+    let body = json!({"task_id": task_id, "agent_id": agent, "input": input, "budget": budget});
+    env.publish_raw(body.to_string().as_bytes()).await;
+    task_id
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().filter_map(|e| e["type"].as_str()).collect()
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+async fn control(env: &TestEnv, message: ControlMessage) {
+    send_control(&env.publisher, &env.settings.amqp, &message)
+        .await
+        .expect("control message");
+}
+
+/// Waits until the task's status is `status` (10 s at most); returns how long it took.
+async fn wait_status(env: &TestEnv, task_id: Uuid, status: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let current: Option<String> =
+            sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
+                .bind(task_id)
+                .fetch_optional(&env.pool)
+                .await
+                .expect("status");
+        if current.as_deref() == Some(status) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "task {task_id} is {current:?}, not {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_token_budget_warns_then_asks_for_the_answer_and_cost_is_recorded() {
+    let mut env = TestEnv::start_with(priced).await;
+    let agent = env.agent(None, None).await;
+    let marker = "budget-answer";
+    env.fake.script(
+        marker,
+        vec![
+            reflect_reply("one"),
+            reflect_reply("two"),
+            reflect_reply("three"),
+            answer_reply("done within budget"),
+        ],
+    );
+    // 18 tokens per call: 36 of 40 (90 %) before call 3, 54 before call 4.
+    let task_id = submit_with_budget(&env, agent, marker, json!({"max_tokens": 40})).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed", "{:?}", types(&events));
+    let warnings = of_type(&events, "budget.warning");
+    assert_eq!(warnings.len(), 1, "{:?}", types(&events));
+    assert_eq!(warnings[0]["iteration"], 3);
+    assert_eq!(
+        warnings[0]["data"],
+        json!({"limit": "tokens", "used": 36.0, "max": 40.0})
+    );
+    let exceeded = of_type(&events, "budget.exceeded");
+    assert_eq!(exceeded.len(), 1);
+    assert_eq!(
+        exceeded[0]["data"],
+        json!({"limit": "tokens", "used": 54.0, "max": 40.0, "action": "answer"})
+    );
+    // The last request tells the model to answer; the earlier ones show what is used.
+    let requests = env.fake.requests_for(marker);
+    assert_eq!(requests.len(), 4);
+    let budget = |i: usize| requests[i].system_state().expect("state")["global"]["budget"].clone();
+    assert_eq!(budget(1)["used"]["tokens"], 18);
+    assert_eq!(budget(1)["max"]["tokens"], 40);
+    assert!(budget(2).get("exceeded").is_none());
+    assert_eq!(budget(3)["exceeded"], true);
+    assert_eq!(budget(3)["limit"], "tokens");
+    assert!(
+        budget(3)["instruction"]
+            .as_str()
+            .unwrap()
+            .contains("ANSWER")
+    );
+    // Tokens and cost per attempt and summed on the task.
+    let (prompt, completion, cost, stored_budget): (i64, i64, Option<f64>, Value) = sqlx::query_as(
+        "SELECT prompt_tokens, completion_tokens, cost_usd, budget FROM tasks \
+             WHERE task_id = $1",
+    )
+    .bind(task_id)
+    .fetch_one(&env.pool)
+    .await
+    .expect("task spending");
+    assert_eq!((prompt, completion), (44, 28));
+    assert!((cost.expect("priced") - 0.1).abs() < 1e-9, "{cost:?}");
+    assert_eq!(stored_budget["max_tokens"], 40);
+    let rows: Vec<(String, Option<f64>)> = sqlx::query_as(
+        "SELECT model, cost_usd FROM llm_calls WHERE task_id = $1 ORDER BY iteration",
+    )
+    .bind(task_id)
+    .fetch_all(&env.pool)
+    .await
+    .expect("llm_calls");
+    assert_eq!(rows.len(), 4);
+    for (model, cost) in rows {
+        assert_eq!(model, "fake-model");
+        assert!((cost.expect("priced") - 0.025).abs() < 1e-9);
+    }
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_fail_breach_ends_the_task_without_another_llm_call() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "budget-fail";
+    env.fake.script(
+        marker,
+        vec![reflect_reply("a"), reflect_reply("b"), reflect_reply("c")],
+    );
+    let budget = json!({"max_tokens": 20, "on_breach": "fail"});
+    let task_id = submit_with_budget(&env, agent, marker, budget).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "failed");
+    assert_eq!(task.fail_reason.as_deref(), Some("budget"));
+    let failed = events.last().unwrap();
+    assert_eq!(failed["data"]["reason"], "budget");
+    assert_eq!(
+        failed["data"]["partial"], "b",
+        "the last REFLECT is the partial"
+    );
+    assert_eq!(
+        env.fake.requests_for(marker).len(),
+        2,
+        "no call past the limit"
+    );
+    assert_eq!(
+        of_type(&events, "budget.exceeded")[0]["data"]["action"],
+        "fail"
+    );
+    // Without a price the cost is unknown (null), the tokens are still summed.
+    let (tokens, cost): (i64, Option<f64>) = sqlx::query_as(
+        "SELECT prompt_tokens + completion_tokens, cost_usd FROM tasks WHERE task_id = $1",
+    )
+    .bind(task_id)
+    .fetch_one(&env.pool)
+    .await
+    .expect("spending");
+    assert_eq!((tokens, cost), (36, None));
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_tool_call_past_max_tool_calls_is_not_run_and_the_agent_budget_applies() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    sqlx::query("UPDATE agents SET budget = $2 WHERE agent_id = $1")
+        .bind(agent)
+        .bind(json!({"max_tool_calls": 1}))
+        .execute(&env.pool)
+        .await
+        .expect("agent budget");
+    let marker = "budget-tools";
+    env.fake.script(
+        marker,
+        vec![
+            call_tool_reply(vec![
+                ("calculate", json!({"expression": "1+1"})),
+                ("calculate", json!({"expression": "2+2"})),
+            ]),
+            answer_reply("2"),
+        ],
+    );
+    let task_id = env.submit(agent, marker).await;
+    let events = env.published_events(task_id).await;
+    assert_eq!(env.wait_terminal(task_id).await.status, "completed");
+    let calls: Vec<(String, bool, Option<String>)> = sqlx::query_as(
+        "SELECT tool_call_id, success, error FROM tool_calls WHERE task_id = $1 \
+         ORDER BY tool_call_id",
+    )
+    .bind(task_id)
+    .fetch_all(&env.pool)
+    .await
+    .expect("tool calls");
+    assert_eq!(calls.len(), 2);
+    assert!(calls[0].1, "the first call ran");
+    assert!(!calls[1].1);
+    assert!(calls[1].2.as_deref().unwrap().contains("max_tool_calls"));
+    let count: i64 = sqlx::query_scalar("SELECT tool_call_count FROM tasks WHERE task_id = $1")
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .expect("count");
+    assert_eq!(count, 1);
+    let exceeded = of_type(&events, "budget.exceeded");
+    assert_eq!(exceeded[0]["data"]["limit"], "tool_calls");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_cost_limit_without_a_price_is_rejected_at_intake() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "budget-no-price";
+    let task_id = submit_with_budget(&env, agent, marker, json!({"max_cost_usd": 1.0})).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "rejected");
+    assert!(task.error.as_deref().unwrap().contains("price"), "{task:?}");
+    assert_eq!(types(&events), ["task.failed"]);
+    assert!(env.fake.requests_for(marker).is_empty());
+    // A malformed budget is refused too, naming the problem.
+    let bad = submit_with_budget(&env, agent, marker, json!({"max_tokens": -5})).await;
+    let task = env.wait_terminal(bad).await;
+    assert_eq!(task.status, "rejected");
+    assert!(
+        task.error.as_deref().unwrap().contains("budget"),
+        "{task:?}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_paused_task_makes_no_llm_request_until_it_is_resumed() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "steer-pause";
+    env.fake.script(
+        marker,
+        vec![
+            reflect_reply("first").with_delay(Duration::from_millis(400)),
+            answer_reply("after the pause"),
+        ],
+    );
+    let task_id = env.submit(agent, marker).await;
+    while env.fake.requests_for(marker).is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Paused while its first LLM call runs: the call is finished and committed first.
+    control(&env, ControlMessage::Pause(Pause { task_id })).await;
+    wait_status(&env, task_id, "waiting").await;
+    let (reason, owner, iterations): (Option<String>, Option<Uuid>, i32) =
+        sqlx::query_as("SELECT wait_reason, lease_owner, iterations FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_one(&env.pool)
+            .await
+            .expect("waiting row");
+    assert_eq!(
+        (reason.as_deref(), owner, iterations),
+        (Some("paused"), None, 1)
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        env.fake.requests_for(marker).len(),
+        1,
+        "no request while paused"
+    );
+    let sent = Instant::now();
+    control(
+        &env,
+        ControlMessage::Resume(Resume {
+            task_id,
+            budget: None,
+        }),
+    )
+    .await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed");
+    assert_eq!(task.answer.as_deref(), Some("after the pause"));
+    let waiting = of_type(&events, "task.waiting");
+    assert_eq!(waiting[0]["data"]["reason"], "paused");
+    let resumed = of_type(&events, "task.resumed");
+    assert_eq!(
+        resumed[0]["data"],
+        json!({"iteration": 1, "reason": "resumed"})
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "resumed and answered in {:?}",
+        sent.elapsed()
+    );
+    // One gapless stream with one terminal event, whatever happened in between.
+    let seqs: Vec<i64> = events.iter().filter_map(|e| e["seq"].as_i64()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_pause_breach_waits_for_a_resume_with_a_larger_budget() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "budget-pause";
+    env.fake.script(
+        marker,
+        vec![
+            reflect_reply("a"),
+            reflect_reply("b"),
+            answer_reply("more budget helped"),
+        ],
+    );
+    let budget = json!({"max_tokens": 30, "on_breach": "pause"});
+    let task_id = submit_with_budget(&env, agent, marker, budget).await;
+    wait_status(&env, task_id, "waiting").await;
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT wait_reason FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_one(&env.pool)
+            .await
+            .expect("reason");
+    assert_eq!(reason.as_deref(), Some("budget"));
+    assert_eq!(env.fake.requests_for(marker).len(), 2);
+    // A resume that brings no more budget leaves it waiting.
+    control(
+        &env,
+        ControlMessage::Resume(Resume {
+            task_id,
+            budget: None,
+        }),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_status(&env, task_id, "waiting").await;
+    assert_eq!(env.fake.requests_for(marker).len(), 2);
+    let larger = Budget {
+        max_tokens: Some(100),
+        ..Budget::default()
+    };
+    let resume = Resume {
+        task_id,
+        budget: Some(larger),
+    };
+    control(&env, ControlMessage::Resume(resume)).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed");
+    let resumed: Vec<&Value> = of_type(&events, "task.resumed");
+    assert_eq!(resumed.last().unwrap()["data"]["reason"], "budget");
+    let stored: Value = sqlx::query_scalar("SELECT budget FROM tasks WHERE task_id = $1")
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .expect("budget");
+    assert_eq!(stored["max_tokens"], 100);
+    assert_eq!(
+        of_type(&events, "budget.exceeded").len(),
+        1,
+        "announced once"
+    );
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_waiting_task_is_cancelled_within_a_second() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "steer-cancel-waiting";
+    env.fake.script(
+        marker,
+        vec![
+            reflect_reply("first").with_delay(Duration::from_millis(200)),
+            FakeReply::status(500, "never asked"),
+        ],
+    );
+    let task_id = env.submit(agent, marker).await;
+    while env.fake.requests_for(marker).is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    control(&env, ControlMessage::Pause(Pause { task_id })).await;
+    wait_status(&env, task_id, "waiting").await;
+    env.assert_cancels_within_a_second(task_id).await;
+    assert_eq!(env.fake.requests_for(marker).len(), 1);
+    env.stop().await;
+}
