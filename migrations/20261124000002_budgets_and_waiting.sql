@@ -28,3 +28,7 @@ ALTER TABLE tasks DROP CONSTRAINT tasks_status_check;
 ALTER TABLE tasks ADD CONSTRAINT tasks_status_check
     CHECK (status IN ('pending', 'running', 'waiting', 'completed', 'failed', 'cancelled', 'rejected'));
 CREATE INDEX tasks_waiting_idx ON tasks (updated_at) WHERE status = 'waiting';
+
+-- Guidance injected while no worker held the task (`inject` on a waiting task), handed to
+-- the machine by the worker that takes it up again.
+ALTER TABLE tasks ADD COLUMN pending_guidance jsonb;

@@ -68,6 +68,8 @@ enum Command {
     Trace { task_id: Uuid },
     /// Cancel a task, wherever it is.
     Cancel { task_id: Uuid },
+    /// Give a running or waiting task guidance for its next recursions (context.user_guidance).
+    Inject { task_id: Uuid, text: String },
     /// Pause a running task before its next LLM call (it becomes waiting, reason paused).
     Pause { task_id: Uuid },
     /// Resume a task waiting after a pause or a budget breach, optionally with a new budget.
@@ -181,6 +183,10 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
         Command::Watch { task } => cli::watch::run(&settings, task).await,
         Command::Trace { task_id } => cli::trace::run(&settings, task_id).await,
         Command::Cancel { task_id } => cli::cancel::run(&settings, task_id).await,
+        Command::Inject { task_id, text } => {
+            let inject = agentd::contract::control::Inject { task_id, text };
+            cli::control::send(&settings, ControlMessage::Inject(inject)).await
+        }
         Command::Pause { task_id } => {
             let pause = agentd::contract::control::Pause { task_id };
             cli::control::send(&settings, ControlMessage::Pause(pause)).await

@@ -31,6 +31,17 @@ pub async fn run(settings: &Settings, task_id: Uuid) -> anyhow::Result<ExitCode>
     if let (Some(started), Some(finished)) = (task.started_at, task.finished_at) {
         println!("took      {} ms", (finished - started).num_milliseconds());
     }
+    let cost = task.cost_usd.map_or_else(
+        || "cost unknown (no price)".to_owned(),
+        |c| format!("${c:.6}"),
+    );
+    println!(
+        "spent     {}+{} tokens · {cost} · {} tool call(s)",
+        task.prompt_tokens, task.completion_tokens, task.tool_call_count
+    );
+    if let Some(reason) = &task.wait_reason {
+        println!("waiting   {reason}");
+    }
     print_plan(task.plan.as_ref());
     for recursion in &recursions {
         println!(
@@ -121,13 +132,17 @@ fn describe_llm(call: &LlmCallRecord) -> String {
         (Some(prompt), Some(completion)) => format!(" · {prompt}+{completion} tokens"),
         _ => String::new(),
     };
+    let cost = call
+        .cost_usd
+        .map(|c| format!(" · ${c:.6}"))
+        .unwrap_or_default();
     let error = call
         .error
         .as_deref()
         .map(|e| format!(" · {e}"))
         .unwrap_or_default();
     format!(
-        "attempt {} · {} · {} ms{tokens}{error}",
+        "attempt {} · {} · {} ms{tokens}{cost}{error}",
         call.attempt, call.status, call.latency_ms
     )
 }

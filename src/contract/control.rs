@@ -27,6 +27,14 @@ pub struct Resume {
     pub budget: Option<Budget>,
 }
 
+/// `inject`: guidance for a running or waiting task, shown to the model from its next
+/// recursion on as `context.user_guidance`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Inject {
+    pub task_id: Uuid,
+    pub text: String,
+}
+
 /// A control message with its type.
 ///
 /// `JsonSchema` is derived only so that the AsyncAPI document lists every variant with the
@@ -40,6 +48,8 @@ pub enum ControlMessage {
     Pause(Pause),
     #[schemars(rename = "resume")]
     Resume(Resume),
+    #[schemars(rename = "inject")]
+    Inject(Inject),
 }
 
 /// Why a control message could not be read.
@@ -60,6 +70,7 @@ impl ControlMessage {
             Self::Cancel(_) => "cancel",
             Self::Pause(_) => "pause",
             Self::Resume(_) => "resume",
+            Self::Inject(_) => "inject",
         }
     }
 
@@ -69,6 +80,7 @@ impl ControlMessage {
             Self::Cancel(cancel) => cancel.task_id,
             Self::Pause(pause) => pause.task_id,
             Self::Resume(resume) => resume.task_id,
+            Self::Inject(inject) => inject.task_id,
         }
     }
 
@@ -78,6 +90,7 @@ impl ControlMessage {
             Self::Cancel(cancel) => serde_json::to_vec(cancel),
             Self::Pause(pause) => serde_json::to_vec(pause),
             Self::Resume(resume) => serde_json::to_vec(resume),
+            Self::Inject(inject) => serde_json::to_vec(inject),
         };
         body.unwrap_or_default()
     }
@@ -97,6 +110,16 @@ impl ControlMessage {
             None => Err(ControlError::MissingType),
             Some("cancel") => read("cancel", body).map(Self::Cancel),
             Some("pause") => read("pause", body).map(Self::Pause),
+            Some("inject") => {
+                let inject: Inject = read("inject", body)?;
+                if inject.text.trim().is_empty() {
+                    return Err(ControlError::Invalid {
+                        kind: "inject",
+                        reason: "text must not be blank".into(),
+                    });
+                }
+                Ok(Self::Inject(inject))
+            }
             Some("resume") => {
                 let resume: Resume = read("resume", body)?;
                 if let Some(budget) = &resume.budget {

@@ -58,6 +58,7 @@ pub enum EventType {
     BudgetWarning,
     BudgetExceeded,
     TaskWaiting,
+    InputInjected,
     TaskCompleted,
     TaskFailed,
     TaskCancelled,
@@ -65,7 +66,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every type, in the order of CONTRACT §3.
-    pub const ALL: [EventType; 17] = [
+    pub const ALL: [EventType; 18] = [
         Self::TaskStarted,
         Self::TaskResumed,
         Self::RecursionStarted,
@@ -80,6 +81,7 @@ impl EventType {
         Self::BudgetWarning,
         Self::BudgetExceeded,
         Self::TaskWaiting,
+        Self::InputInjected,
         Self::TaskCompleted,
         Self::TaskFailed,
         Self::TaskCancelled,
@@ -102,6 +104,7 @@ impl EventType {
             Self::BudgetWarning => "budget.warning",
             Self::BudgetExceeded => "budget.exceeded",
             Self::TaskWaiting => "task.waiting",
+            Self::InputInjected => "input.injected",
             Self::TaskCompleted => "task.completed",
             Self::TaskFailed => "task.failed",
             Self::TaskCancelled => "task.cancelled",
@@ -154,6 +157,8 @@ pub enum EventData {
     BudgetExceeded(BudgetExceeded),
     #[serde(rename = "task.waiting")]
     TaskWaiting(TaskWaiting),
+    #[serde(rename = "input.injected")]
+    InputInjected(InputInjected),
     #[serde(rename = "task.completed")]
     TaskCompleted(TaskCompleted),
     #[serde(rename = "task.failed")]
@@ -180,6 +185,7 @@ impl EventData {
             Self::BudgetWarning(_) => EventType::BudgetWarning,
             Self::BudgetExceeded(_) => EventType::BudgetExceeded,
             Self::TaskWaiting(_) => EventType::TaskWaiting,
+            Self::InputInjected(_) => EventType::InputInjected,
             Self::TaskCompleted(_) => EventType::TaskCompleted,
             Self::TaskFailed(_) => EventType::TaskFailed,
             Self::TaskCancelled(_) => EventType::TaskCancelled,
@@ -334,6 +340,12 @@ pub struct TaskWaiting {
     /// The calls waiting for a decision (reason `approval`); empty otherwise.
     #[serde(default)]
     pub tool_call_ids: Vec<String>,
+}
+
+/// `input.injected`: guidance from an `inject` reached the task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InputInjected {
+    pub text: String,
 }
 
 /// `task.completed`: the model answered.

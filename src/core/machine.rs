@@ -57,6 +57,9 @@ pub struct Machine {
     /// The budget, what was spent and what was announced (CONTRACT §8).
     #[serde(default)]
     budget: BudgetTrack,
+    /// Guidance injected while the task runs, oldest first (`context.user_guidance`).
+    #[serde(default)]
+    guidance: Vec<String>,
     #[serde(skip)]
     events: Vec<DomainEvent>,
 }
@@ -87,6 +90,7 @@ impl Machine {
     pub fn new(task: TaskInfo) -> Self {
         Self {
             budget: BudgetTrack::new(task.budget.clone()),
+            guidance: Vec::new(),
             updated_at: task.created_at,
             task,
             iteration: 0,
@@ -356,6 +360,19 @@ impl Machine {
     /// The budget and what the task has spent.
     pub fn budget(&self) -> &BudgetTrack {
         &self.budget
+    }
+
+    /// Adds guidance from a person (`inject`): every later snapshot shows it under
+    /// `context.user_guidance`. A text longer than `max_reply_chars` is cut with a marker.
+    pub fn add_guidance(&mut self, text: &str) {
+        let limit = self.task.limits.max_reply_chars;
+        self.guidance
+            .push(crate::core::limits::trim_text(text, limit));
+    }
+
+    /// The guidance injected so far, oldest first.
+    pub fn guidance(&self) -> &[String] {
+        &self.guidance
     }
 
     /// Counts one LLM attempt's tokens and cost (`None`: no price for the model).

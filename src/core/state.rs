@@ -161,6 +161,9 @@ pub struct CurrentRecursion {
 pub struct Context<'a> {
     pub objective: Cow<'a, str>,
     pub constraints: Cow<'a, [String]>,
+    /// Guidance injected by a person while the task runs (`inject`), oldest first.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub user_guidance: Cow<'a, [String]>,
     /// The latest earlier turns of the conversation, oldest first, trimmed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conversation: Vec<ConversationTurn>,
@@ -269,6 +272,7 @@ mod tests {
             context: Context {
                 objective: "add 1 and 2".into(),
                 constraints: Cow::Borrowed(&[]),
+                user_guidance: Cow::Borrowed(&[]),
                 conversation: Vec::new(),
                 plan: plan.into(),
                 memory: Memory {

@@ -64,13 +64,13 @@ pub struct Task {
     agent_id: Option<Uuid>,
     conversation_id: Option<Uuid>,
     input: Option<String>,
-    /// pending, running, completed, failed, cancelled or rejected.
+    /// pending, running, waiting, completed, failed, cancelled or rejected.
     status: String,
     /// Recursions run.
     iterations: i32,
     answer: Option<String>,
     error: Option<String>,
-    /// max_iteration, llm_error, rejected or internal.
+    /// max_iteration, llm_error, rejected, internal, delivery_limit or budget.
     fail_reason: Option<String>,
     /// The plan steps (step_id, description, status).
     #[schema(value_type = Option<Vec<Object>>)]
@@ -78,6 +78,14 @@ pub struct Task {
     created_at: chrono::DateTime<chrono::Utc>,
     started_at: Option<chrono::DateTime<chrono::Utc>>,
     finished_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why a waiting task waits (paused, budget, approval).
+    wait_reason: Option<String>,
+    /// Tokens and cost summed over every LLM attempt (cost null without a price).
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    cost_usd: Option<f64>,
+    /// Tool calls run.
+    tool_call_count: i64,
 }
 
 /// One recursion of a task (`store::trace::RecursionRow`).
@@ -137,6 +145,9 @@ pub struct LlmCall {
     prompt_tokens: Option<i64>,
     completion_tokens: Option<i64>,
     error: Option<String>,
+    model: Option<String>,
+    /// USD from the price table; null without a price or reported usage.
+    cost_usd: Option<f64>,
 }
 
 /// An agent (`store::agents::Agent`).
@@ -199,6 +210,11 @@ mod tests {
             created_at: now,
             started_at: None,
             finished_at: None,
+            wait_reason: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cost_usd: None,
+            tool_call_count: 0,
         };
         assert_eq!(schema_fields("Task"), json_fields(&task));
         let recursion = trace::RecursionRow {
@@ -238,6 +254,8 @@ mod tests {
             prompt_tokens: None,
             completion_tokens: None,
             error: None,
+            model: None,
+            cost_usd: None,
         };
         assert_eq!(schema_fields("LlmCall"), json_fields(&llm_call));
         let agent = agents::Agent {

@@ -50,10 +50,18 @@ pub struct TaskRow {
     pub created_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// Why a waiting task waits (paused, budget, approval).
+    pub wait_reason: Option<String>,
+    /// Summed over every LLM attempt; cost_usd is null when the model has no price.
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost_usd: Option<f64>,
+    pub tool_call_count: i64,
 }
 
 const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, iterations, \
-     answer, error, fail_reason, plan, created_at, started_at, finished_at";
+     answer, error, fail_reason, plan, created_at, started_at, finished_at, wait_reason, \
+     prompt_tokens, completion_tokens, cost_usd, tool_call_count";
 
 /// Inserts the task as `pending` unless a row with its id exists. Returns whether it was new.
 pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<bool> {
@@ -174,6 +182,8 @@ pub struct ResumePoint {
     /// Set when a `resume` freed a `waiting` task: why (`resumed`, `budget`), and the
     /// budget it brought, if any.
     pub resumed: Option<(String, Option<Value>)>,
+    /// Guidance injected while nobody held the task, oldest first.
+    pub guidance: Vec<String>,
     /// Every event up to this seq is known to be confirmed by the broker; later ones are
     /// published again before anything newer.
     pub confirmed_seq: i64,
@@ -194,10 +204,11 @@ pub async fn claim(
         i64,
         Option<String>,
         Option<Value>,
+        Option<Value>,
     );
     let row: Option<Row> = sqlx::query_as(
         "SELECT status, COALESCE(lease_until < now(), true), checkpoint, confirmed_seq, \
-                resume_reason, resume_budget \
+                resume_reason, resume_budget, pending_guidance \
          FROM tasks WHERE task_id = $1 FOR UPDATE",
     )
     .bind(task_id)
@@ -205,17 +216,22 @@ pub async fn claim(
     .await?;
     // A transaction dropped unfinished would keep the row locked until its connection is
     // used again: whoever looks at the task next (the outbox, with SKIP LOCKED) would miss it.
-    let Some((current, expired, checkpoint, confirmed_seq, resume_reason, resume_budget)) = row
+    let Some((current, expired, checkpoint, confirmed_seq, resume_reason, resume_budget, guidance)) =
+        row
     else {
         tx.rollback().await?;
         return Ok(Claim::Missing);
     };
+    let guidance: Vec<String> = guidance
+        .and_then(|g| serde_json::from_value(g).ok())
+        .unwrap_or_default();
     let claim = match current.as_str() {
         // A task a `resume` freed from `waiting`: it continues from its checkpoint.
         status::PENDING if checkpoint.is_some() => Claim::Resume(ResumePoint {
             checkpoint,
             confirmed_seq,
             resumed: Some((resume_reason.unwrap_or_default(), resume_budget)),
+            guidance,
         }),
         status::PENDING => Claim::Fresh,
         // Our own live lease means this process runs it already: busy, like any holder.
@@ -223,6 +239,7 @@ pub async fn claim(
             checkpoint,
             confirmed_seq,
             resumed: None,
+            guidance,
         }),
         status::RUNNING => Claim::Busy,
         _ => Claim::Ended(current),
@@ -234,7 +251,8 @@ pub async fn claim(
     sqlx::query(
         "UPDATE tasks SET status = 'running', started_at = COALESCE(started_at, now()), \
                 lease_owner = $2, lease_until = now() + make_interval(secs => $3), \
-                updated_at = now(), resume_reason = NULL, resume_budget = NULL \
+                updated_at = now(), resume_reason = NULL, resume_budget = NULL, \
+                pending_guidance = NULL \
          WHERE task_id = $1",
     )
     .bind(task_id)
@@ -444,4 +462,31 @@ pub async fn resume_waiting(
     .bind(budget.map(sqlx::types::Json))
     .fetch_optional(conn)
     .await
+}
+
+/// Keeps guidance for a task nobody holds (waiting, or running under a dead worker's
+/// lease): the worker that takes it up again hands it to the machine. Returns the task's
+/// agent and recursions, or `None` when the task is held, queued or ended.
+pub async fn inject_unheld(
+    conn: &mut PgConnection,
+    task_id: Uuid,
+    text: &str,
+    dead_owner: Option<Uuid>,
+) -> sqlx::Result<Option<EndedUnheld>> {
+    let row: Option<(Option<Uuid>, i32)> = sqlx::query_as(
+        "UPDATE tasks SET pending_guidance = COALESCE(pending_guidance, '[]'::jsonb) \
+                    || jsonb_build_array($2::text), updated_at = now() \
+         WHERE task_id = $1 AND (status = 'waiting' OR (status = 'running' \
+               AND (lease_owner IS NULL OR lease_until < now() OR lease_owner = $3))) \
+         RETURNING agent_id, iterations",
+    )
+    .bind(task_id)
+    .bind(text)
+    .bind(dead_owner)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|(agent_id, iterations)| EndedUnheld {
+        agent_id,
+        iterations,
+    }))
 }

@@ -72,6 +72,9 @@ pub struct LlmCallRecord {
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
     pub error: Option<String>,
+    /// The model asked and the attempt's cost in USD (null without a price or usage).
+    pub model: Option<String>,
+    pub cost_usd: Option<f64>,
 }
 
 /// A task's recursions in order (CONTRACT §4's first query).
@@ -101,7 +104,8 @@ pub async fn tool_calls(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<ToolCa
 /// A task's LLM attempts in order.
 pub async fn llm_calls(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<LlmCallRecord>> {
     sqlx::query_as::<_, LlmCallRecord>(
-        "SELECT trace_id, attempt, status, latency_ms, prompt_tokens, completion_tokens, error \
+        "SELECT trace_id, attempt, status, latency_ms, prompt_tokens, completion_tokens, error, \
+                model, cost_usd \
          FROM llm_calls WHERE task_id = $1 ORDER BY id",
     )
     .bind(task_id)

@@ -20,6 +20,7 @@ use futures::StreamExt;
 use lapin::BasicProperties;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
+use lapin::types::{AMQPValue, FieldTable};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -136,6 +137,13 @@ async fn listen_own(
             }
             // A waiting task is held by nobody: one worker applies it (the pending queue).
             ControlMessage::Resume(_) => {}
+            // Applied once: by the holder when another worker forwards it here, else by
+            // whichever worker reads it from the pending queue.
+            ControlMessage::Inject(inject) if forwarded(&delivery) => {
+                let here = running.inject_if_running(inject.task_id, &inject.text);
+                tracing::info!(task_id = %inject.task_id, running_here = here, "guidance injected");
+            }
+            ControlMessage::Inject(_) => {}
         }
     }
     Ok(())
@@ -251,6 +259,23 @@ async fn apply(
                 }
             }
         }
+        ControlMessage::Inject(inject) => {
+            if running.inject_if_running(task_id, &inject.text) {
+                return Ok(());
+            }
+            match alive_holder(deps, task_id).await? {
+                Holder::Me => {
+                    running.inject_if_running(task_id, &inject.text);
+                }
+                Holder::Other(owner) => forward(deps, owner, message).await?,
+                Holder::Nobody(dead_owner) => {
+                    let sink = Sink::of(deps);
+                    if !unheld::inject_unheld(sink, task_id, &inject.text, dead_owner).await? {
+                        tracing::info!(%task_id, "inject for a task that is not running or waiting: ignored");
+                    }
+                }
+            }
+        }
         ControlMessage::Resume(resume) => {
             let budget = resume.budget.as_ref();
             if super::reconcile::resume_waiting(deps, task_id, budget).await? {
@@ -294,10 +319,26 @@ async fn is_alive(broker: &Broker, queue: &str) -> anyhow::Result<bool> {
 /// Sends `message` to the control queue of worker `owner` alone.
 async fn forward(deps: &WorkerDeps, owner: Uuid, message: &ControlMessage) -> anyhow::Result<()> {
     let queue = deps.names.worker_control_queue(owner);
+    let mut headers = FieldTable::default();
+    headers.insert(FORWARDED.into(), AMQPValue::Boolean(true));
     let properties = BasicProperties::default()
         .with_content_type("application/json".into())
-        .with_type(message.kind().into());
+        .with_type(message.kind().into())
+        .with_headers(headers);
     deps.publisher
         .publish("", &queue, &message.body(), properties)
         .await
+}
+
+/// The header of a control message one worker forwards to the holder of its task.
+const FORWARDED: &str = "x-agentd-forwarded";
+
+/// Whether a delivery was forwarded by another worker (not the fanout's copy).
+fn forwarded(delivery: &Delivery) -> bool {
+    delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|headers| headers.inner().get(FORWARDED))
+        .is_some_and(|value| matches!(value, AMQPValue::Boolean(true)))
 }

@@ -326,6 +326,9 @@ async fn resume(
             }
         }
     };
+    for text in &point.guidance {
+        machine.add_guidance(text);
+    }
     let resumed = TaskResumed {
         iteration: machine.iteration(),
         reason,

@@ -22,6 +22,18 @@ pub struct Stops {
     /// A `pause`: the task stops before its next LLM call and waits (not an interrupt:
     /// what runs now finishes first).
     pub pause: CancellationToken,
+    /// Guidance injected since the last recursion began (`inject`), oldest first.
+    pub guidance: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Stops {
+    /// Takes the guidance injected since the last call.
+    pub fn take_guidance(&self) -> Vec<String> {
+        self.guidance
+            .lock()
+            .map(|mut inbox| std::mem::take(&mut *inbox))
+            .unwrap_or_default()
+    }
 }
 
 impl Stops {

@@ -89,6 +89,22 @@ impl RunningTasks {
         }
     }
 
+    /// Hands guidance to a task if it runs here (its next recursion shows it).
+    pub fn inject_if_running(&self, task_id: Uuid, text: &str) -> bool {
+        let Ok(registry) = self.inner.lock() else {
+            return false;
+        };
+        match registry.running.get(&task_id) {
+            Some(stops) => {
+                if let Ok(mut inbox) = stops.guidance.lock() {
+                    inbox.push(text.to_owned());
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Lets every running task go (shutdown after the grace period).
     pub fn release_all(&self) {
         if let Ok(registry) = self.inner.lock() {

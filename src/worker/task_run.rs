@@ -19,6 +19,7 @@ use super::events::EventLog;
 use super::interrupt::{Interrupt, Stops};
 use super::outbox::SWEEP_GRACE;
 use super::step_commit::{Confirmed, StepCommit};
+use crate::contract::events::{EventData, InputInjected};
 use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord, WaitReason};
 use crate::core::types::ToolSpec;
 use crate::store::step::{Finish, Progress, StartedCall, StepWrite, ToolMeta, Totals};
@@ -136,6 +137,9 @@ impl<'a> TaskRun<'a> {
             if let Some(interrupt) = self.stops.current() {
                 return self.interrupted(interrupt).await;
             }
+            if matches!(next, Next::Continue) {
+                self.take_guidance();
+            }
             next = match next {
                 Next::Continue if self.stops.pause.is_cancelled() => {
                     // A pause stops the task before its next LLM call.
@@ -188,6 +192,18 @@ impl<'a> TaskRun<'a> {
                     return Ok(RunEnd::Finished(outcome));
                 }
             };
+        }
+    }
+
+    /// Guidance injected since the last recursion: into the machine (every later snapshot
+    /// shows it) with its `input.injected` event.
+    fn take_guidance(&mut self) {
+        for text in self.stops.take_guidance() {
+            self.machine.add_guidance(&text);
+            let injected = InputInjected { text };
+            let iteration = Some(self.machine.iteration());
+            self.log
+                .push(None, iteration, EventData::InputInjected(injected));
         }
     }
 

@@ -12,7 +12,7 @@ use super::events::EventLog;
 use super::intake::Rejection;
 use super::outbox;
 use crate::amqp::Publisher;
-use crate::contract::events::{EventData, TaskCancelled, TaskFailed};
+use crate::contract::events::{EventData, InputInjected, TaskCancelled, TaskFailed};
 use crate::core::machine::FailReason;
 use crate::store;
 use crate::store::tasks::{Ending, NewTask, status};
@@ -73,6 +73,27 @@ pub async fn reject(deps: &WorkerDeps, rejection: &Rejection) -> anyhow::Result<
         EventData::TaskFailed(failed),
     )
     .await
+}
+
+/// Keeps guidance for a task nobody holds (waiting, or its worker gone) with its
+/// `input.injected` event. Returns whether the task took it.
+pub async fn inject_unheld(
+    sink: Sink<'_>,
+    task_id: Uuid,
+    text: &str,
+    dead_owner: Option<Uuid>,
+) -> anyhow::Result<bool> {
+    let mut tx = sink.pool.begin().await?;
+    let Some(task) = store::tasks::inject_unheld(&mut tx, task_id, text, dead_owner).await? else {
+        tx.rollback().await?;
+        return Ok(false);
+    };
+    let iterations = u32::try_from(task.iterations).unwrap_or(0);
+    let injected = EventData::InputInjected(InputInjected {
+        text: text.to_owned(),
+    });
+    finish(sink, tx, task_id, task.agent_id, iterations, injected).await?;
+    Ok(true)
 }
 
 /// Ends a task the caller recorded and holds, before anything ran, as `rejected` with
@@ -189,9 +210,9 @@ pub async fn cancel_unheld(
     Ok(true)
 }
 
-/// Stores the terminal event in `tx` after the status change, commits, and publishes every
-/// event of the task not confirmed yet, in seq order (a worker that died may have left
-/// some), the terminal one last.
+/// Stores the event (a terminal one, or guidance for a waiting task) in `tx` after the row
+/// change, commits, and publishes every event of the task not confirmed yet, in seq order
+/// (a worker that died may have left some), this one last.
 async fn finish(
     sink: Sink<'_>,
     mut tx: sqlx::Transaction<'_, sqlx::Postgres>,

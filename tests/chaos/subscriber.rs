@@ -130,7 +130,12 @@ async fn consume(
                 break; // the connection went away: consume again
             };
             record(&seen, &delivery.data);
-            if delivery.acker.ack(BasicAckOptions::default()).await.is_err() {
+            if delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .is_err()
+            {
                 break; // not acknowledged: it comes again on the next channel
             }
         }

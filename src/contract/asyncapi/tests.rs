@@ -119,6 +119,9 @@ fn sample(kind: EventType) -> EventData {
             reason: crate::core::machine::WaitReason::Paused,
             tool_call_ids: Vec::new(),
         }),
+        EventType::InputInjected => EventData::InputInjected(InputInjected {
+            text: "prefer metric units".into(),
+        }),
         EventType::TaskCompleted => EventData::TaskCompleted(TaskCompleted {
             answer: "4".into(),
             iterations: 2,
@@ -188,7 +191,7 @@ fn every_event_type_and_control_type_has_its_message() {
         .expect("control messages");
     assert_eq!(
         controls.keys().collect::<Vec<_>>(),
-        ["cancel", "pause", "resume"]
+        ["cancel", "inject", "pause", "resume"]
     );
     for kind in controls.keys() {
         // The worker knows the type: a bad body is invalid, not of an unknown type.

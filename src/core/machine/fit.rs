@@ -133,6 +133,7 @@ impl Machine {
             context: Context {
                 objective: compact::objective(&self.task.objective, detail),
                 constraints: compact::constraints(&self.task.constraints, detail),
+                user_guidance: compact::constraints(&self.guidance, detail),
                 conversation: compact::conversation(&self.task.conversation, detail),
                 plan: compact::plan(&self.plan, detail),
                 memory: Memory {

@@ -3,6 +3,7 @@
 //! bearer header, the event stream also accepts `?access_token=`, health needs nothing.
 
 pub mod agents;
+pub mod steering;
 pub mod tasks;
 
 use axum::Json;
@@ -21,6 +22,10 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::create_task))
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))
+        .routes(routes!(steering::pause_task))
+        .routes(routes!(steering::resume_task))
+        .routes(routes!(steering::inject_task))
+        .routes(routes!(steering::task_state))
         .routes(routes!(agents::list_agents, agents::create_agent))
         .routes(routes!(agents::get_agent))
         .routes(routes!(agents::agent_tasks))

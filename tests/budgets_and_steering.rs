@@ -1,6 +1,6 @@
-//! Budgets and cost (CONTRACT §8) and steering (§2: pause, resume) with the real worker, the
-//! fake LLM over HTTP, RabbitMQ and PostgreSQL. Every fake reply reports 11 prompt and 7
-//! completion tokens: 18 per LLM call.
+//! Budgets and cost (CONTRACT §8) and steering (§2: pause, resume, inject; the gateway's
+//! routes and task state) with the real worker, the fake LLM over HTTP, RabbitMQ and
+//! PostgreSQL. Every fake reply reports 11 prompt and 7 completion tokens: 18 per LLM call.
 
 #[allow(dead_code)]
 mod support;
@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
-use agentd::contract::control::{Pause, Resume};
+use agentd::contract::control::{Inject, Pause, Resume};
 use agentd::core::budget::{Budget, Price};
 use serde_json::{Value, json};
 use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, reflect_reply};
+use support::gateway::Gateway;
 use support::harness::TestEnv;
 use uuid::Uuid;
 
@@ -405,5 +406,145 @@ async fn a_waiting_task_is_cancelled_within_a_second() {
     wait_status(&env, task_id, "waiting").await;
     env.assert_cancels_within_a_second(task_id).await;
     assert_eq!(env.fake.requests_for(marker).len(), 1);
+    env.stop().await;
+}
+
+/// The guidance the request's state snapshot shows.
+fn guidance(request: &support::fake_llm::RecordedRequest) -> Value {
+    let state = request.system_state().expect("state");
+    state["context"]
+        .get("user_guidance")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn injected_guidance_reaches_the_next_snapshot_running_or_waiting() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "steer-inject";
+    env.fake.script(
+        marker,
+        vec![
+            reflect_reply("first").with_delay(Duration::from_millis(300)),
+            reflect_reply("second").with_delay(Duration::from_millis(300)),
+            answer_reply("metric it is"),
+        ],
+    );
+    let task_id = env.submit(agent, marker).await;
+    while env.fake.requests_for(marker).is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // While the first LLM call runs: the second request shows it.
+    let text = "answer in metric units";
+    let inject = Inject {
+        task_id,
+        text: text.into(),
+    };
+    control(&env, ControlMessage::Inject(inject)).await;
+    while env.fake.requests_for(marker).len() < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // While it waits (paused after the second call): kept for the worker that resumes it.
+    control(&env, ControlMessage::Pause(Pause { task_id })).await;
+    wait_status(&env, task_id, "waiting").await;
+    let later = Inject {
+        task_id,
+        text: "and be brief".into(),
+    };
+    control(&env, ControlMessage::Inject(later)).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while of_type(&env.stored_events(task_id).await, "input.injected").len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the waiting task's guidance was not stored"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    control(
+        &env,
+        ControlMessage::Resume(Resume {
+            task_id,
+            budget: None,
+        }),
+    )
+    .await;
+    let events = env.published_events(task_id).await;
+    assert_eq!(env.wait_terminal(task_id).await.status, "completed");
+    let requests = env.fake.requests_for(marker);
+    assert_eq!(requests.len(), 3);
+    assert_eq!(guidance(&requests[0]), Value::Null, "nothing injected yet");
+    assert_eq!(guidance(&requests[1]), json!([text]));
+    assert_eq!(guidance(&requests[2]), json!([text, "and be brief"]));
+    let injected: Vec<&Value> = of_type(&events, "input.injected");
+    assert_eq!(injected.len(), 2);
+    assert_eq!(injected[0]["data"]["text"], text);
+    let order = types(&events);
+    let position = |kind: &str| order.iter().position(|t| *t == kind).unwrap();
+    assert!(position("task.waiting") < order.iter().rposition(|t| *t == "input.injected").unwrap());
+    assert!(order.iter().rposition(|t| *t == "input.injected").unwrap() < position("task.resumed"));
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn the_gateway_pauses_resumes_injects_and_shows_the_task_state() {
+    let env = TestEnv::start_with(priced).await;
+    let agent = env.agent(None, None).await;
+    let gateway = Gateway::start(&env, &["t0ken"]).await;
+    let marker = "steer-gateway";
+    env.fake.script(
+        marker,
+        vec![
+            reflect_reply("first").with_delay(Duration::from_millis(300)),
+            answer_reply("steered"),
+        ],
+    );
+    let budget = json!({"max_tokens": 1000});
+    let task_id = submit_with_budget(&env, agent, marker, budget).await;
+    while env.fake.requests_for(marker).is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let path = |action: &str| format!("/v1/tasks/{task_id}/{action}");
+    let sent = gateway.post_json(&path("pause"), &json!({}), 202).await;
+    assert_eq!(sent["sent"], "pause");
+    wait_status(&env, task_id, "waiting").await;
+    let injected = gateway
+        .post_json(&path("inject"), &json!({"text": "cite sources"}), 202)
+        .await;
+    assert_eq!(injected["sent"], "inject");
+    gateway
+        .post_json(&path("inject"), &json!({"text": "  "}), 422)
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let state = loop {
+        let state = gateway.get_json(&path("state"), 200).await;
+        if state["user_guidance"] == json!(["cite sources"]) {
+            break state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "state never showed the guidance: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(state["status"], "waiting");
+    assert_eq!(state["wait_reason"], "paused");
+    assert_eq!(state["iteration"], 1);
+    assert_eq!(state["budget"]["max_tokens"], 1000);
+    assert_eq!(state["used"]["prompt_tokens"], 11);
+    assert_eq!(state["used"]["completion_tokens"], 7);
+    assert!((state["used"]["cost_usd"].as_f64().unwrap() - 0.025).abs() < 1e-9);
+    gateway
+        .post_json(&path("resume"), &json!({"budget": {"max_tokens": 0}}), 422)
+        .await;
+    let resumed = gateway.post_json(&path("resume"), &json!({}), 202).await;
+    assert_eq!(resumed["sent"], "resume");
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed");
+    assert_eq!((task.prompt_tokens, task.completion_tokens), (22, 14));
+    gateway.post_json(&path("pause"), &json!({}), 409).await;
+    let missing = format!("/v1/tasks/{}/state", Uuid::now_v7());
+    gateway.get_json(&missing, 404).await;
+    gateway.stop().await;
     env.stop().await;
 }
