@@ -384,7 +384,10 @@ mod tests {
     fn prices_keep_model_names_with_dots_and_capitals() {
         let text = "[prices.\"gpt-4.1-Mini\"]\ninput_per_mtok = 0.4\noutput_per_mtok = 1.6\n";
         let settings = load_with(text).expect("prices");
-        let price = settings.prices.get("gpt-4.1-Mini").expect("the model's price");
+        let price = settings
+            .prices
+            .get("gpt-4.1-Mini")
+            .expect("the model's price");
         assert_eq!((price.input_per_mtok, price.output_per_mtok), (0.4, 1.6));
         assert!(load_with("").expect("defaults").prices.is_empty());
     }

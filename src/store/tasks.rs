@@ -59,7 +59,8 @@ pub struct TaskRow {
     pub tool_call_count: i64,
 }
 
-const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, iterations, \
+/// The columns of [`TaskRow`], in its order (every query that reads task rows selects these).
+pub const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, iterations, \
      answer, error, fail_reason, plan, created_at, started_at, finished_at, wait_reason, \
      prompt_tokens, completion_tokens, cost_usd, tool_call_count";
 

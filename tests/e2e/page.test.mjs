@@ -57,6 +57,11 @@ async function checkTrace(page, where) {
   check(tool.includes('calculate') && tool.includes('42'), `${where}: tool call "${tool}"`);
   await page.waitForFunction(() => document.querySelectorAll('.card .llm').length === 3,
     null, { timeout: TIMEOUT });
+  // Three LLM calls of 11 + 7 tokens each (the fake LLM's usage).
+  await page.waitForFunction(() => document.getElementById('task-meta').textContent.includes('tokens'),
+    null, { timeout: TIMEOUT });
+  const meta = await page.textContent('#task-meta');
+  check(meta.includes('54 tokens'), `${where}: task meta "${meta}"`);
 }
 
 const browser = await chromium.launch({

@@ -15,7 +15,7 @@ use crate::gateway::AppState;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
 use crate::store::agents::{self, Agent, NewAgent};
-use crate::store::tasks::TaskRow;
+use crate::store::tasks::{TASK_COLUMNS, TaskRow};
 
 /// Default and largest page size of an agent's history.
 const DEFAULT_LIMIT: i64 = 20;
@@ -253,14 +253,12 @@ async fn history_page(
     cursor: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> sqlx::Result<Vec<TaskRow>> {
-    sqlx::query_as::<_, TaskRow>(
-        "SELECT task_id, agent_id, conversation_id, input, status, iterations, answer, error, \
-                fail_reason, plan, created_at, started_at, finished_at \
-         FROM tasks \
+    sqlx::query_as::<_, TaskRow>(&format!(
+        "SELECT {TASK_COLUMNS} FROM tasks \
          WHERE agent_id = $1 AND ($2::timestamptz IS NULL OR (created_at, task_id) < ($2, $3)) \
          ORDER BY created_at DESC, task_id DESC \
-         LIMIT $4",
-    )
+         LIMIT $4"
+    ))
     .bind(agent_id)
     .bind(cursor.map(|(at, _)| at))
     .bind(cursor.map(|(_, id)| id))

@@ -8,7 +8,8 @@ const TERMINAL = ['task.completed', 'task.failed', 'task.cancelled'];
 const EVENT_TYPES = [
   'task.started', 'task.resumed', 'recursion.started', 'llm.retry', 'llm.delta',
   'plan.updated', 'step.updated', 'tool.started', 'tool.completed', 'recursion.completed',
-  'context.compacted', ...TERMINAL,
+  'context.compacted', 'task.waiting', 'input.injected', 'budget.warning', 'budget.exceeded',
+  ...TERMINAL,
 ];
 
 const $ = (id) => document.getElementById(id);
@@ -210,7 +211,7 @@ function setStatus(status) {
   const pill = $('task-status');
   pill.textContent = status;
   pill.className = `pill ${status}`;
-  $('cancel').hidden = !(status === 'pending' || status === 'running');
+  $('cancel').hidden = !(status === 'pending' || status === 'running' || status === 'waiting');
 }
 
 async function openTask(taskId) {
@@ -234,6 +235,12 @@ function showTaskRow(task) {
     parts.push(`took ${((Date.parse(task.finished_at) - Date.parse(task.started_at)) / 1000).toFixed(1)} s`);
   }
   if (task.iterations) parts.push(`${task.iterations} recursion(s)`);
+  const tokens = (task.prompt_tokens || 0) + (task.completion_tokens || 0);
+  if (tokens) parts.push(`${tokens} tokens`);
+  if (tokens && task.cost_usd !== null && task.cost_usd !== undefined) {
+    parts.push(`$${Number(task.cost_usd).toFixed(4)}`);
+  }
+  if (task.status === 'waiting' && task.wait_reason) parts.push(`waiting: ${task.wait_reason}`);
   $('task-meta').textContent = parts.join(' · ');
 }
 
@@ -423,7 +430,25 @@ const HANDLERS = {
     $('failure').hidden = false;
   },
   'task.cancelled': () => setStatus('cancelled'),
+  'task.waiting': (event, data) => {
+    setStatus('waiting');
+    note(event, `waiting: ${data.reason}`);
+  },
+  'task.resumed': (event, data) => {
+    if (!state.ended) setStatus('running');
+    note(event, `resumed (${data.reason})`);
+  },
+  'input.injected': (event, data) => note(event, `guidance: ${data.text}`),
+  'budget.warning': (event, data) => note(event, `budget: ${data.limit} at ${data.used} of ${data.max}`),
+  'budget.exceeded': (event, data) => {
+    note(event, `budget ${data.limit} reached (${data.used} of ${data.max}): ${data.action}`);
+  },
 };
+
+/** A line between the recursion cards: something that happened to the task itself. */
+function note(event, text) {
+  $('timeline').append(el('div', 'note', text));
+}
 
 function annotateLlmCalls(calls) {
   for (const entry of state.cards.values()) {
@@ -432,7 +457,9 @@ function annotateLlmCalls(calls) {
     const text = mine.map((call) => {
       const tokens = call.prompt_tokens !== null && call.completion_tokens !== null
         ? ` · ${call.prompt_tokens}+${call.completion_tokens} tokens` : '';
-      return `LLM attempt ${call.attempt}: ${call.status} · ${call.latency_ms} ms${tokens}`;
+      const cost = call.cost_usd !== null && call.cost_usd !== undefined
+        ? ` · $${Number(call.cost_usd).toFixed(6)}` : '';
+      return `LLM attempt ${call.attempt}: ${call.status} · ${call.latency_ms} ms${tokens}${cost}`;
     }).join('\n');
     entry.body.append(el('div', 'llm', text));
     entry.llmShown = true;
