@@ -64,6 +64,14 @@ struct Args {
     /// The agentd binary to run (default: `agentd` next to this executable, rebuilt if older).
     #[arg(long, value_name = "PATH")]
     worker_bin: Option<PathBuf>,
+    /// Fill the database first with this many ended tasks of another agent (each with
+    /// `preload_events` events, five recursions, five LLM attempts and four tool calls):
+    /// the growth run measures the per-recursion cost against a database that is not empty.
+    #[arg(long, default_value_t = 0)]
+    preload_tasks: u64,
+    /// Events per preloaded task.
+    #[arg(long, default_value_t = 10)]
+    preload_events: u64,
 }
 
 impl Args {
@@ -126,6 +134,19 @@ async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
         sync,
     )
     .await?;
+    if args.preload_tasks > 0 {
+        let started = Instant::now();
+        if let Err(err) = env.preload(args.preload_tasks, args.preload_events).await {
+            env.cleanup().await;
+            return Err(err);
+        }
+        eprintln!(
+            "[bench] preloaded {} tasks and {} events in {:.1} s",
+            args.preload_tasks,
+            args.preload_tasks * args.preload_events,
+            started.elapsed().as_secs_f64()
+        );
+    }
     eprintln!(
         "[bench] {} tasks x {} recursions, concurrency {}, LLM latency {} ms; database {}",
         args.tasks, recursions, args.concurrency, args.llm_latency_ms, env.settings.database.url
@@ -189,7 +210,7 @@ async fn measure(
         postgres_cpu_s: services.get("postgres").copied().unwrap_or(0.0),
         rabbitmq_cpu_s: services.get("rabbitmq").copied().unwrap_or(0.0),
     };
-    let stored = report::load(&env.pool).await?;
+    let stored = report::load(&env.pool, env.agent_id).await?;
     report::check(&followed, &stored, args.recursions())?;
     anyhow::ensure!(
         fake.bad_requests() == 0,
@@ -204,6 +225,8 @@ async fn measure(
         db_pool: args.db_pool,
         pg_synchronous_commit: args.pg_synchronous_commit.clone(),
         host_load_1m: load_before,
+        preloaded_tasks: args.preload_tasks,
+        preloaded_events: args.preload_tasks * args.preload_events,
     };
     Ok(report::summary(&params, &followed, &stored, &resources))
 }

@@ -27,16 +27,20 @@ pub struct Stored {
 }
 
 /// Reads the tasks and counts the recursions.
-pub async fn load(pool: &PgPool) -> anyhow::Result<Stored> {
+pub async fn load(pool: &PgPool, agent_id: Uuid) -> anyhow::Result<Stored> {
     let rows: Vec<StoredTask> =
-        sqlx::query_as("SELECT task_id, status, iterations, error FROM tasks")
+        sqlx::query_as("SELECT task_id, status, iterations, error FROM tasks WHERE agent_id = $1")
+            .bind(agent_id)
             .fetch_all(pool)
             .await
             .context("reading the tasks table")?;
-    let recursions: i64 = sqlx::query_scalar("SELECT count(*) FROM recursions")
-        .fetch_one(pool)
-        .await
-        .context("counting recursions")?;
+    let recursions: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM recursions r JOIN tasks t USING (task_id) WHERE t.agent_id = $1",
+    )
+    .bind(agent_id)
+    .fetch_one(pool)
+    .await
+    .context("counting recursions")?;
     let tasks = rows.into_iter().map(|row| (row.task_id, row)).collect();
     Ok(Stored { tasks, recursions })
 }
@@ -98,6 +102,9 @@ pub struct Params {
     pub pg_synchronous_commit: Option<String>,
     /// The host's 1-minute load average just before the load started.
     pub host_load_1m: f64,
+    /// Ended tasks and events put in the database before the run (the growth run).
+    pub preloaded_tasks: u64,
+    pub preloaded_events: u64,
 }
 
 /// Resource figures read from `/proc`.
@@ -185,6 +192,8 @@ pub fn summary(params: &Params, followed: &Followed, stored: &Stored, res: &Reso
         "rabbitmq_cpu_s": round(res.rabbitmq_cpu_s, 2),
         "rabbitmq_cpu_ms_per_recursion": round(res.rabbitmq_cpu_s * 1e3 / recursions.max(1.0), 3),
         "host_load_1m": params.host_load_1m,
+        "preloaded_tasks": params.preloaded_tasks,
+        "preloaded_events": params.preloaded_events,
         "host_cores": std::thread::available_parallelism().map_or(1, usize::from),
         "worker_log_lines": res.worker_log_lines,
         "all_completed": true,
