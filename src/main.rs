@@ -32,7 +32,7 @@ enum Command {
     /// Manage agents.
     #[command(subcommand)]
     Agent(AgentCommand),
-    /// Publish a task; with --wait, follow its events and print the answer.
+    /// Publish a task; with --wait, wait for its end on a reply queue and print the answer.
     Submit {
         /// The agent that runs the task.
         #[arg(long)]
@@ -55,7 +55,8 @@ enum Command {
         /// "max_tool_calls", "max_wall_secs", "on_breach": "answer"|"fail"|"pause"}.
         #[arg(long, value_parser = cli::control::budget_arg)]
         budget: Option<agentd::core::budget::Budget>,
-        /// Follow the task's events until it ends.
+        /// Wait for the task's terminal event (sent to a private reply queue through the
+        /// message's reply_to) and print the answer; the exit code says whether it completed.
         #[arg(long)]
         wait: bool,
     },

@@ -108,6 +108,7 @@ fn new_task(task_id: Uuid, agent_id: Uuid) -> NewTask<'static> {
         input: Some("hi"),
         constraints: &[],
         stream: false,
+        reply: None,
     }
 }
 

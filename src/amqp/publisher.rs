@@ -150,6 +150,22 @@ impl Publisher {
         self.publish("", queue, payload, properties).await
     }
 
+    /// Publishes a task message asking for its terminal event on `reply_to` with
+    /// `correlation_id` (CONTRACT §9).
+    pub async fn publish_task_with_reply(
+        &self,
+        queue: &str,
+        payload: &[u8],
+        reply_to: &str,
+        correlation_id: &str,
+    ) -> anyhow::Result<()> {
+        let properties = BasicProperties::default()
+            .with_content_type("application/json".into())
+            .with_reply_to(reply_to.into())
+            .with_correlation_id(correlation_id.into());
+        self.publish("", queue, payload, properties).await
+    }
+
     /// Copies a rejected message to the dead-letter queue with its original body and
     /// properties, adding the reason as header `x-agentd-reason`.
     pub async fn dead_letter(

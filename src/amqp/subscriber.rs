@@ -1,6 +1,6 @@
 //! Consuming: a fanout exchange through a private, exclusive queue (what the CLI's `watch`
-//! and `submit --wait` and the gateway do), a durable queue shared by the workers (manual
-//! acknowledgements), and a worker's own exclusive queue.
+//! and the gateway do), a durable queue shared by the workers (manual acknowledgements), a
+//! worker's own exclusive queue, and a producer's reply queue (`submit --wait`).
 
 use anyhow::Context;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
@@ -75,6 +75,27 @@ pub async fn consume_durable(
         )
         .await
         .with_context(|| format!("consuming {queue}"))
+}
+
+/// A new exclusive, auto-delete, server-named queue on a new channel of `broker`, consumed
+/// with auto-ack: where a producer asks for its replies (CONTRACT §9). Returns its name.
+pub async fn reply_queue(broker: &Broker) -> anyhow::Result<(String, Consumer)> {
+    let channel = broker.channel().await?;
+    let queue = channel
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .context("declaring a reply queue")?;
+    let name = queue.name().as_str().to_owned();
+    let consumer = consume_exclusive(&channel, &name).await?;
+    Ok((name, consumer))
 }
 
 /// Consumes the exclusive queue `queue` (declared by the caller) with auto-ack.

@@ -1,5 +1,6 @@
-//! `agentd submit`: publishes a task the way any producer would and, with --wait, follows
-//! its events until the terminal one and prints the answer.
+//! `agentd submit`: publishes a task the way any producer would and, with --wait, waits for
+//! its terminal event on a private reply queue (CONTRACT §9: `reply_to`, `correlation_id`)
+//! and prints the answer.
 
 use std::process::ExitCode;
 
@@ -7,52 +8,54 @@ use futures::StreamExt;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::watch::{describe, event_task};
+use super::watch::describe;
 use crate::amqp;
 use crate::config::Settings;
 use crate::contract::TaskMessage;
 
-/// Publishes the task; prints its id, or follows it to the end with `wait`.
+/// Publishes the task; prints its id, or waits for its end with `wait`.
 pub async fn run(settings: &Settings, task: &TaskMessage, wait: bool) -> anyhow::Result<ExitCode> {
-    // The id is printed and followed, so it is chosen here when the caller left it out.
+    // The id is printed and used as the correlation id, so it is chosen here when the
+    // caller left it out.
     let task_id = task.task_id.unwrap_or_else(Uuid::now_v7);
     let task = TaskMessage {
         task_id: Some(task_id),
         ..task.clone()
     };
     let publisher = amqp::connect_declared(settings).await?;
-    // Subscribe before publishing so that no event can be missed.
-    let mut events = match wait {
-        true => Some(
-            amqp::subscriber::subscribe(publisher.broker(), &settings.amqp.events_exchange).await?,
-        ),
-        false => None,
-    };
     let body = serde_json::to_vec(&task)?;
+    let queue = &settings.amqp.tasks_queue;
+    if !wait {
+        publisher.publish_task(queue, &body).await?;
+        println!("{task_id}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The reply queue exists before the task is published, so the reply cannot be missed.
+    let (reply_to, mut replies) = amqp::subscriber::reply_queue(publisher.broker()).await?;
+    let correlation_id = task_id.to_string();
     publisher
-        .publish_task(&settings.amqp.tasks_queue, &body)
+        .publish_task_with_reply(queue, &body, &reply_to, &correlation_id)
         .await?;
     println!("{task_id}");
-    let Some(events) = events.as_mut() else {
-        return Ok(ExitCode::SUCCESS);
-    };
-    while let Some(delivery) = events.next().await {
+    while let Some(delivery) = replies.next().await {
         let delivery = delivery?;
-        let Ok(event) = serde_json::from_slice::<Value>(&delivery.data) else {
-            continue;
-        };
-        if event_task(&event) != Some(task_id) {
+        let ours = delivery
+            .properties
+            .correlation_id()
+            .as_ref()
+            .map(|id| id.as_str());
+        if ours != Some(correlation_id.as_str()) {
             continue;
         }
+        let event: Value = serde_json::from_slice(&delivery.data)?;
         eprintln!("{}", describe(&event, false));
-        match event.get("type").and_then(Value::as_str) {
+        return Ok(match event.get("type").and_then(Value::as_str) {
             Some("task.completed") => {
                 println!("{}", event["data"]["answer"].as_str().unwrap_or(""));
-                return Ok(ExitCode::SUCCESS);
+                ExitCode::SUCCESS
             }
-            Some("task.failed" | "task.cancelled") => return Ok(ExitCode::FAILURE),
-            _ => {}
-        }
+            _ => ExitCode::FAILURE,
+        });
     }
-    anyhow::bail!("the event stream ended before the task did")
+    anyhow::bail!("the reply queue closed before the task ended")
 }

@@ -32,7 +32,7 @@ pub async fn run(settings: &Settings, task: Option<Uuid>) -> anyhow::Result<Exit
 }
 
 /// The task id of an event.
-pub fn event_task(event: &Value) -> Option<Uuid> {
+fn event_task(event: &Value) -> Option<Uuid> {
     event
         .get("task_id")
         .and_then(Value::as_str)

@@ -7,6 +7,7 @@ pub mod ledger;
 pub mod outbox;
 pub mod prune;
 pub mod reconcile;
+pub mod replies;
 pub mod step;
 pub mod tasks;
 pub mod trace;

@@ -6,6 +6,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::agents::{AGENT_COLUMNS, Agent};
+use super::replies::ReplyRoute;
 
 /// A task's status as stored (`tasks.status`).
 pub mod status {
@@ -32,6 +33,8 @@ pub struct NewTask<'a> {
     pub input: Option<&'a str>,
     pub constraints: &'a [String],
     pub stream: bool,
+    /// Where the producer wants the terminal event (CONTRACT §9).
+    pub reply: Option<&'a ReplyRoute>,
 }
 
 /// One row of `tasks`.
@@ -67,8 +70,9 @@ pub const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, statu
 /// Inserts the task as `pending` unless a row with its id exists. Returns whether it was new.
 pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<bool> {
     let result = sqlx::query(
-        "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream) \
-         VALUES ($1, $2, $3, $4, $5, $6) \
+        "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
+                            reply_to, correlation_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
          ON CONFLICT (task_id) DO NOTHING",
     )
     .bind(task.task_id)
@@ -77,6 +81,8 @@ pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<b
     .bind(task.input)
     .bind(sqlx::types::Json(task.constraints))
     .bind(task.stream)
+    .bind(task.reply.map(|r| r.reply_to.as_str()))
+    .bind(task.reply.and_then(|r| r.correlation_id.as_deref()))
     .execute(pool)
     .await?;
     Ok(result.rows_affected() == 1)
@@ -108,9 +114,10 @@ pub async fn take_new(
              SELECT {AGENT_COLUMNS} FROM agents WHERE agent_id = $2 \
          ), inserted AS ( \
              INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, \
-                                stream, status, started_at, lease_owner, lease_until, budget) \
+                                stream, status, started_at, lease_owner, lease_until, budget, \
+                                reply_to, correlation_id) \
              SELECT $1, agent.agent_id, $3, $4, $5, $6, 'running', now(), $7, \
-                    now() + make_interval(secs => $8), COALESCE($9, agent.budget) \
+                    now() + make_interval(secs => $8), COALESCE($9, agent.budget), $10, $11 \
              FROM agent \
              ON CONFLICT (task_id) DO NOTHING \
              RETURNING task_id \
@@ -126,6 +133,8 @@ pub async fn take_new(
     .bind(owner)
     .bind(lease_secs)
     .bind(budget.map(sqlx::types::Json))
+    .bind(task.reply.map(|r| r.reply_to.as_str()))
+    .bind(task.reply.and_then(|r| r.correlation_id.as_deref()))
     .fetch_optional(pool)
     .await
 }
@@ -140,11 +149,14 @@ pub async fn insert_rejected(
 ) -> sqlx::Result<bool> {
     let result = sqlx::query(
         "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
-                            status, error, fail_reason, finished_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, 'rejected', $7, 'rejected', now()) \
+                            status, error, fail_reason, finished_at, reply_to, correlation_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'rejected', $7, 'rejected', now(), $8, $9) \
          ON CONFLICT (task_id) DO UPDATE \
              SET status = 'rejected', error = $7, fail_reason = 'rejected', \
-                 finished_at = now(), updated_at = now() \
+                 finished_at = now(), updated_at = now(), \
+                 reply_to = COALESCE(tasks.reply_to, $8), \
+                 correlation_id = CASE WHEN tasks.reply_to IS NULL THEN $9 \
+                                       ELSE tasks.correlation_id END \
              WHERE tasks.status = 'pending'",
     )
     .bind(task.task_id)
@@ -154,6 +166,8 @@ pub async fn insert_rejected(
     .bind(sqlx::types::Json(task.constraints))
     .bind(task.stream)
     .bind(reason)
+    .bind(task.reply.map(|r| r.reply_to.as_str()))
+    .bind(task.reply.and_then(|r| r.correlation_id.as_deref()))
     .execute(conn)
     .await?;
     Ok(result.rows_affected() == 1)

@@ -18,6 +18,7 @@ use super::{outbox, unheld};
 use crate::contract::events::{EventData, ResumeReason, TaskResumed, TaskStarted};
 use crate::core::budget::Budget;
 use crate::core::machine::{Machine, TaskInfo};
+use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{Claim, NewTask, ResumePoint};
 use crate::store::{self, agents::Agent};
 
@@ -59,11 +60,12 @@ pub async fn handle(
     running: &RunningTasks,
     body: &[u8],
     content_type: Option<&str>,
+    reply: Option<ReplyRoute>,
     shutdown: &CancellationToken,
 ) -> Handled {
     let spec = match parse_task(body, content_type, deps.max_message_bytes) {
-        Ok(spec) => spec,
-        Err(rejection) => return reject(deps, rejection).await,
+        Ok(spec) => TaskSpec { reply, ..spec },
+        Err(rejection) => return reject(deps, rejection, reply.as_ref()).await,
     };
     let mut delays = store::transient::delays();
     loop {
@@ -108,8 +110,13 @@ async fn run(
             input: Some(spec.input.clone()),
             conversation_id: spec.conversation_id,
         };
-        return Ok(reject(deps, rejection).await);
+        return Ok(reject(deps, rejection, spec.reply.as_ref()).await);
     };
+    if !inserted && let Some(route) = &spec.reply {
+        // The row existed (a producer recorded it, a cancel ended it, or a redelivery):
+        // the reply still goes where this message asks.
+        store::replies::record_route(&deps.pool, spec.task_id, route).await?;
+    }
     if inserted && let Err(reason) = budget_of(deps, spec, &agent) {
         return Ok(reject_taken(deps, spec, reason).await);
     }
@@ -130,7 +137,11 @@ async fn run(
     heartbeat.cancel();
     running.remove(spec.task_id);
     match end? {
-        RunEnd::Finished(_) | RunEnd::Waiting => Ok(Handled::Finished),
+        RunEnd::Finished(_) => {
+            deps.replies.ended(spec.task_id);
+            Ok(Handled::Finished)
+        }
+        RunEnd::Waiting => Ok(Handled::Finished),
         RunEnd::Released => {
             let confirmed = task_run.confirmed.get();
             store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, confirmed)
@@ -169,6 +180,7 @@ async fn take(
                 // Its runner may have died before its last events were confirmed.
                 let (publisher, exchange) = (&deps.publisher, &deps.names.events_exchange);
                 outbox::flush_ended(&deps.pool, publisher, exchange, spec.task_id).await?;
+                deps.replies.ended(spec.task_id);
                 return Ok(None);
             }
             Claim::Missing => {
@@ -194,6 +206,7 @@ fn new_task(spec: &TaskSpec) -> NewTask<'_> {
         input: Some(&spec.input),
         constraints: &spec.constraints,
         stream: spec.stream,
+        reply: spec.reply.as_ref(),
     }
 }
 
@@ -375,10 +388,11 @@ fn spawn_heartbeat(
     stop
 }
 
-/// Records a rejected message (when its task id is known) and ends it `rejected`.
-async fn reject(deps: &WorkerDeps, rejection: Rejection) -> Handled {
+/// Records a rejected message (when its task id is known) and ends it `rejected`; its
+/// producer gets the reply it asked for.
+async fn reject(deps: &WorkerDeps, rejection: Rejection, reply: Option<&ReplyRoute>) -> Handled {
     tracing::warn!(task_id = ?rejection.task_id, reason = %rejection.reason, "task message rejected");
-    if let Err(err) = unheld::reject(deps, &rejection).await {
+    if let Err(err) = unheld::reject(deps, &rejection, reply).await {
         tracing::error!(task_id = ?rejection.task_id, error = %format!("{err:#}"),
             "could not record the rejection");
     }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::committer::Committer;
 use super::outbox::ConfirmedMarks;
+use super::replies::Replies;
 use crate::amqp::Publisher;
 use crate::config::AmqpSettings;
 use crate::core::budget::Price;
@@ -47,6 +48,8 @@ pub struct WorkerDeps {
     pub marks: ConfirmedMarks,
     /// Writes the steps of all tasks, several per statement (group commit).
     pub committer: Committer,
+    /// Where a task's end is reported, to send the reply its producer asked for (§9).
+    pub replies: Replies,
     /// USD per million tokens, by model (`[prices."MODEL"]`).
     pub prices: Arc<HashMap<String, Price>>,
 }

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 use crate::core::budget::Budget;
+use crate::store::replies::ReplyRoute;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -18,6 +19,9 @@ pub struct TaskSpec {
     pub stream: bool,
     /// The message's budget (CONTRACT §8); the agent's applies when absent.
     pub budget: Option<Budget>,
+    /// The AMQP `reply_to` and `correlation_id` (CONTRACT §9): set from the message's
+    /// properties, not its body.
+    pub reply: Option<ReplyRoute>,
 }
 
 /// Why a message is refused, with whatever could still be read from it.
@@ -158,6 +162,7 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             constraints,
             stream,
             budget,
+            reply: None,
         }),
         _ => {
             rejection.reason = format!("invalid task message: {}", problems.join("; "));

@@ -15,6 +15,7 @@ mod deaths;
 mod delivery;
 mod llm_call;
 mod reconcile;
+mod replies;
 mod running;
 mod step_commit;
 mod task_run;
@@ -39,6 +40,7 @@ use crate::amqp;
 use crate::config::Settings;
 use crate::core::prompt::PromptTemplate;
 use crate::llm::OpenAiClient;
+use crate::store::replies::ReplyRoute;
 use crate::tools::ToolRegistry;
 pub use delivery::{Disposition, Handled, disposition};
 pub use deps::WorkerDeps;
@@ -60,6 +62,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
     let llm = OpenAiClient::new(&settings.llm.client_settings())?;
     let marks = outbox::ConfirmedMarks::start(pool.clone());
     let committer = committer::Committer::start(pool.clone());
+    let replies = replies::Replies::start(pool.clone(), publisher.clone());
     Ok(WorkerDeps {
         pool,
         publisher,
@@ -77,6 +80,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         limits: settings.limits.clone(),
         marks,
         committer,
+        replies,
         prices: Arc::new(settings.prices.clone()),
     })
 }
@@ -221,19 +225,14 @@ async fn process(
     shutdown: &CancellationToken,
 ) {
     let _in_flight = crate::metrics::track_in_flight();
-    let content_type = delivery
-        .properties
-        .content_type()
-        .as_ref()
-        .map(|kind| kind.as_str().to_owned());
-    let handled = delivery::handle(
-        deps,
-        running,
-        &delivery.data,
-        content_type.as_deref(),
-        shutdown,
-    )
-    .await;
+    let properties = &delivery.properties;
+    let content_type = properties.content_type().as_ref().map(|kind| kind.as_str());
+    let reply = ReplyRoute::from_properties(
+        properties.reply_to().as_ref().map(|to| to.as_str()),
+        properties.correlation_id().as_ref().map(|id| id.as_str()),
+    );
+    let handled =
+        delivery::handle(deps, running, &delivery.data, content_type, reply, shutdown).await;
     let requeue = BasicNackOptions {
         requeue: true,
         ..BasicNackOptions::default()

@@ -15,6 +15,7 @@ use crate::amqp::Publisher;
 use crate::contract::events::{EventData, InputInjected, TaskCancelled, TaskFailed};
 use crate::core::machine::FailReason;
 use crate::store;
+use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{Ending, NewTask, status};
 
 /// Where an unheld task's terminal event goes.
@@ -38,7 +39,11 @@ impl<'a> Sink<'a> {
 
 /// Records a rejected message as the task's end (`rejected`, with `task.failed`) when its
 /// task id is known and the task had not started or ended already.
-pub async fn reject(deps: &WorkerDeps, rejection: &Rejection) -> anyhow::Result<()> {
+pub async fn reject(
+    deps: &WorkerDeps,
+    rejection: &Rejection,
+    reply: Option<&ReplyRoute>,
+) -> anyhow::Result<()> {
     let Some(task_id) = rejection.task_id else {
         return Ok(());
     };
@@ -49,6 +54,7 @@ pub async fn reject(deps: &WorkerDeps, rejection: &Rejection) -> anyhow::Result<
         input: rejection.input.as_deref(),
         constraints: &[],
         stream: false,
+        reply,
     };
     let sink = Sink::of(deps);
     let mut tx = sink.pool.begin().await?;
@@ -229,5 +235,9 @@ async fn finish(
     tx.commit().await?;
     outbound.observe();
     outbox::flush_ended(sink.pool, sink.publisher, sink.exchange, task_id).await?;
+    // The producer's reply, if it asked for one (else the sweep sends it later).
+    if let Err(err) = super::replies::send_owed(sink.pool, sink.publisher, Some(&[task_id])).await {
+        tracing::warn!(%task_id, error = %format!("{err:#}"), "could not send the reply yet");
+    }
     Ok(())
 }

@@ -30,10 +30,15 @@ pub(super) fn task_message(payload: Value) -> Value {
             (another content type, invalid JSON, a missing or blank field, an unknown agent or \
             a body over worker.max_message_bytes is dead-lettered to agentd.tasks.dead with \
             the reason in header x-agentd-reason). A task_id published twice runs once. \
-            CONTRACT v2 §9 also names the optional AMQP properties reply_to and \
-            correlation_id (completion delivery to the producer); this worker does not act \
-            on them yet.",
+            With the AMQP property reply_to, the task's terminal event is also published, \
+            once and after it is committed, to the default exchange with routing key = \
+            reply_to and the message's correlation_id (the task_id when absent): see the \
+            reply of operation sendTask.",
         "contentType": "application/json",
+        "correlationId": {
+            "description": "The AMQP property correlation_id, returned on the reply.",
+            "location": "$message.header#/correlation_id",
+        },
         "payload": payload,
     })
 }
@@ -98,6 +103,9 @@ fn fanout(name: &str) -> Value {
     })
 }
 
+/// The events that end a task: what a reply carries.
+const TERMINAL: [&str; 3] = ["task.completed", "task.failed", "task.cancelled"];
+
 pub(super) fn channels(controls: &[Message], events: &[Message]) -> Value {
     json!({
         "tasks": {
@@ -124,6 +132,17 @@ pub(super) fn channels(controls: &[Message], events: &[Message]) -> Value {
                 of an unknown type is ignored (with a warning in the worker's log).",
             "messages": message_refs(controls.iter().map(|m| m.name.as_str())),
             "bindings": fanout(CONTROL_EXCHANGE),
+        },
+        "replies": {
+            "address": null,
+            "title": "Replies to producers",
+            "description": "The queue named by a task message's reply_to (on the default \
+                exchange; typically the producer's exclusive queue): the task's terminal \
+                event, the same JSON as on agentd.events, with the message's correlation_id \
+                (the task_id when absent), published once after it is committed (a worker \
+                that died before sending it leaves it owed in the tasks row, and any worker \
+                sends it within 5 s).",
+            "messages": message_refs(TERMINAL.into_iter()),
         },
         "events": {
             "address": EVENTS_EXCHANGE,
@@ -154,6 +173,14 @@ pub(super) fn operations(controls: &[Message], events: &[Message]) -> Value {
             "summary": "Submit a task (or run `agentd submit`).",
             "messages": channel_messages("tasks", std::iter::once("task")),
             "bindings": persistent,
+            "reply": {
+                "address": {
+                    "description": "The task message's AMQP property reply_to.",
+                    "location": "$message.header#/reply_to",
+                },
+                "channel": {"$ref": "#/channels/replies"},
+                "messages": channel_messages("replies", TERMINAL.into_iter()),
+            },
         },
         "sendControl": {
             "action": "send",

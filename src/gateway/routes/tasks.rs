@@ -190,6 +190,7 @@ async fn record_pending(state: &AppState, task_id: Uuid, task: &TaskMessage) {
         input: Some(&task.input),
         constraints: &task.constraints,
         stream: task.stream,
+        reply: None,
     };
     if let Err(err) = store::tasks::insert_pending(state.pool(), &row).await {
         tracing::warn!(%task_id, error = %err, "could not record the pending task");
