@@ -71,6 +71,31 @@ enum Command {
     Cancel { task_id: Uuid },
     /// Give a running or waiting task guidance for its next recursions (context.user_guidance).
     Inject { task_id: Uuid, text: String },
+    /// Approve a gated tool call of a waiting task (CONTRACT §7): as asked, with edited
+    /// arguments (`--edit JSON`), or answer it without running the tool (`--respond JSON`).
+    Approve {
+        task_id: Uuid,
+        tool_call_id: String,
+        /// Run the call with these arguments (a JSON object) instead.
+        #[arg(long, conflicts_with = "respond")]
+        edit: Option<String>,
+        /// Do not run the tool: the model gets this result (JSON).
+        #[arg(long)]
+        respond: Option<String>,
+        /// Who decides (default: $USER).
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// Reject a gated tool call of a waiting task: the model gets an error with the reason.
+    Reject {
+        task_id: Uuid,
+        tool_call_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who decides (default: $USER).
+        #[arg(long)]
+        by: Option<String>,
+    },
     /// Pause a running task before its next LLM call (it becomes waiting, reason paused).
     Pause { task_id: Uuid },
     /// Resume a task waiting after a pause or a budget breach, optionally with a new budget.
@@ -106,6 +131,16 @@ enum AgentCommand {
         /// Comma-separated tool names the agent may call (default: every built-in tool).
         #[arg(long, value_delimiter = ',')]
         tools: Option<Vec<String>>,
+        /// Comma-separated tool names or globs (`mail__*`) whose calls need a person's
+        /// decision (CONTRACT §7).
+        #[arg(long, value_delimiter = ',')]
+        approval_tools: Option<Vec<String>>,
+        /// How long an approval request waits, in seconds (default 86400).
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+        approval_timeout_secs: Option<i32>,
+        /// What an expired approval request does: reject (default) or fail.
+        #[arg(long, value_parser = ["reject", "fail"])]
+        on_approval_expiry: Option<String>,
     },
     /// List agents.
     List,
@@ -150,12 +185,18 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             model,
             max_iteration,
             tools,
+            approval_tools,
+            approval_timeout_secs,
+            on_approval_expiry,
         }) => {
             let agent = agentd::store::agents::NewAgent {
                 name,
                 model,
                 max_iteration,
                 tools,
+                approval_tools,
+                approval_timeout_secs,
+                on_approval_expiry,
             };
             cli::agent_create(&settings, &agent).await
         }
@@ -187,6 +228,25 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
         Command::Inject { task_id, text } => {
             let inject = agentd::contract::control::Inject { task_id, text };
             cli::control::send(&settings, ControlMessage::Inject(inject)).await
+        }
+        Command::Approve {
+            task_id,
+            tool_call_id,
+            edit,
+            respond,
+            by,
+        } => {
+            let decision = cli::approvals::approval(edit, respond, by)?;
+            cli::approvals::run(&settings, task_id, &tool_call_id, decision).await
+        }
+        Command::Reject {
+            task_id,
+            tool_call_id,
+            reason,
+            by,
+        } => {
+            let decision = cli::approvals::rejection(reason, by);
+            cli::approvals::run(&settings, task_id, &tool_call_id, decision).await
         }
         Command::Pause { task_id } => {
             let pause = agentd::contract::control::Pause { task_id };

@@ -1,5 +1,6 @@
 //! The commands of the `agentd` binary. Each opens only the connections it needs.
 
+pub mod approvals;
 pub mod asyncapi;
 pub mod cancel;
 pub mod control;

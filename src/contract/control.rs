@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::core::approval::{Decision, DecisionKind};
 use crate::core::budget::Budget;
 
 /// `cancel`: the task ends `cancelled` within a second wherever it is.
@@ -35,6 +36,41 @@ pub struct Inject {
     pub text: String,
 }
 
+/// `approval`: a person's decision about a gated tool call (CONTRACT §7). The first
+/// decision for a call wins; later ones change nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Approval {
+    pub task_id: Uuid,
+    pub tool_call_id: String,
+    /// approve, edit, reject or respond.
+    pub decision: DecisionKind,
+    /// `edit`: the arguments the call runs with (a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Value>,
+    /// `reject`: why (the model sees it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `respond`: the result the model gets instead of running the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+impl Approval {
+    /// The decision as the core reads it.
+    pub fn decision(&self) -> Decision {
+        Decision {
+            kind: self.decision,
+            arguments: self.arguments.clone(),
+            result: self.result.clone(),
+            reason: self.reason.clone(),
+            by: self.by.clone(),
+        }
+    }
+}
+
 /// A control message with its type.
 ///
 /// `JsonSchema` is derived only so that the AsyncAPI document lists every variant with the
@@ -50,6 +86,8 @@ pub enum ControlMessage {
     Resume(Resume),
     #[schemars(rename = "inject")]
     Inject(Inject),
+    #[schemars(rename = "approval")]
+    Approval(Approval),
 }
 
 /// Why a control message could not be read.
@@ -71,6 +109,7 @@ impl ControlMessage {
             Self::Pause(_) => "pause",
             Self::Resume(_) => "resume",
             Self::Inject(_) => "inject",
+            Self::Approval(_) => "approval",
         }
     }
 
@@ -81,6 +120,7 @@ impl ControlMessage {
             Self::Pause(pause) => pause.task_id,
             Self::Resume(resume) => resume.task_id,
             Self::Inject(inject) => inject.task_id,
+            Self::Approval(approval) => approval.task_id,
         }
     }
 
@@ -91,6 +131,7 @@ impl ControlMessage {
             Self::Pause(pause) => serde_json::to_vec(pause),
             Self::Resume(resume) => serde_json::to_vec(resume),
             Self::Inject(inject) => serde_json::to_vec(inject),
+            Self::Approval(approval) => serde_json::to_vec(approval),
         };
         body.unwrap_or_default()
     }
@@ -135,6 +176,17 @@ impl ControlMessage {
                         })?;
                 }
                 Ok(Self::Resume(resume))
+            }
+            Some("approval") => {
+                let approval: Approval = read("approval", body)?;
+                approval
+                    .decision()
+                    .validate()
+                    .map_err(|reason| ControlError::Invalid {
+                        kind: "approval",
+                        reason,
+                    })?;
+                Ok(Self::Approval(approval))
             }
             Some(other) => Err(ControlError::UnknownType(other.to_owned())),
         }
@@ -189,5 +241,29 @@ mod tests {
             ),
             Err(ControlError::Invalid { .. })
         ));
+        let approval = ControlMessage::Approval(Approval {
+            task_id: Uuid::now_v7(),
+            tool_call_id: "call_1".into(),
+            decision: DecisionKind::Edit,
+            arguments: Some(serde_json::json!({"to": "b"})),
+            reason: None,
+            result: None,
+            by: Some("ana".into()),
+        });
+        assert_eq!(
+            ControlMessage::parse(Some("approval"), &approval.body()),
+            Ok(approval)
+        );
+        // An edit without arguments, and a decision kind no person sends, are refused.
+        for body in [
+            r#"{"task_id":"0195f3a0-0000-7000-8000-000000000001","tool_call_id":"c","decision":"edit"}"#,
+            r#"{"task_id":"0195f3a0-0000-7000-8000-000000000001","tool_call_id":"c","decision":"expired"}"#,
+            r#"{"task_id":"0195f3a0-0000-7000-8000-000000000001","tool_call_id":"c","decision":"maybe"}"#,
+        ] {
+            assert!(matches!(
+                ControlMessage::parse(Some("approval"), body.as_bytes()),
+                Err(ControlError::Invalid { .. })
+            ));
+        }
     }
 }

@@ -58,6 +58,8 @@ pub enum EventType {
     BudgetWarning,
     BudgetExceeded,
     TaskWaiting,
+    ApprovalRequested,
+    ApprovalDecided,
     InputInjected,
     TaskCompleted,
     TaskFailed,
@@ -66,7 +68,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every type, in the order of CONTRACT §3.
-    pub const ALL: [EventType; 18] = [
+    pub const ALL: [EventType; 20] = [
         Self::TaskStarted,
         Self::TaskResumed,
         Self::RecursionStarted,
@@ -81,6 +83,8 @@ impl EventType {
         Self::BudgetWarning,
         Self::BudgetExceeded,
         Self::TaskWaiting,
+        Self::ApprovalRequested,
+        Self::ApprovalDecided,
         Self::InputInjected,
         Self::TaskCompleted,
         Self::TaskFailed,
@@ -104,6 +108,8 @@ impl EventType {
             Self::BudgetWarning => "budget.warning",
             Self::BudgetExceeded => "budget.exceeded",
             Self::TaskWaiting => "task.waiting",
+            Self::ApprovalRequested => "approval.requested",
+            Self::ApprovalDecided => "approval.decided",
             Self::InputInjected => "input.injected",
             Self::TaskCompleted => "task.completed",
             Self::TaskFailed => "task.failed",
@@ -157,6 +163,10 @@ pub enum EventData {
     BudgetExceeded(BudgetExceeded),
     #[serde(rename = "task.waiting")]
     TaskWaiting(TaskWaiting),
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested(ApprovalRequested),
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided(ApprovalDecided),
     #[serde(rename = "input.injected")]
     InputInjected(InputInjected),
     #[serde(rename = "task.completed")]
@@ -185,6 +195,8 @@ impl EventData {
             Self::BudgetWarning(_) => EventType::BudgetWarning,
             Self::BudgetExceeded(_) => EventType::BudgetExceeded,
             Self::TaskWaiting(_) => EventType::TaskWaiting,
+            Self::ApprovalRequested(_) => EventType::ApprovalRequested,
+            Self::ApprovalDecided(_) => EventType::ApprovalDecided,
             Self::InputInjected(_) => EventType::InputInjected,
             Self::TaskCompleted(_) => EventType::TaskCompleted,
             Self::TaskFailed(_) => EventType::TaskFailed,
@@ -213,6 +225,8 @@ pub enum ResumeReason {
     Resumed,
     /// A `resume` (with a larger budget) ended a wait for budget.
     Budget,
+    /// Every gated tool call of the reply has a decision (CONTRACT §7).
+    Approval,
 }
 
 /// `task.resumed`: a task is taken up again from its last committed recursion.
@@ -340,6 +354,33 @@ pub struct TaskWaiting {
     /// The calls waiting for a decision (reason `approval`); empty otherwise.
     #[serde(default)]
     pub tool_call_ids: Vec<String>,
+}
+
+/// `approval.requested`: a tool call needs a person's decision (CONTRACT §7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalRequested {
+    pub tool_call_id: String,
+    pub name: String,
+    /// The arguments as the model gave them (the raw string when they are not JSON).
+    pub arguments: Value,
+    /// read_only, idempotent or side_effect.
+    pub effect: String,
+    /// When the request expires and the agent's `on_approval_expiry` applies.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// `approval.decided`: a decision was taken about a gated call, or its request expired.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalDecided {
+    pub tool_call_id: String,
+    pub decision: crate::core::approval::DecisionKind,
+    /// Who decided (`agentd` for an expiry); null when the decider gave no name.
+    pub by: Option<String>,
+    /// Why (a rejection's reason, or the expiry's).
+    pub reason: Option<String>,
+    /// An edit's arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
 }
 
 /// `input.injected`: guidance from an `inject` reached the task.

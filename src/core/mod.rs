@@ -3,6 +3,7 @@
 //! steps it asks for.
 
 pub mod action;
+pub mod approval;
 pub mod budget;
 pub mod compact;
 mod extract;

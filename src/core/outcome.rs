@@ -82,6 +82,8 @@ pub enum WaitReason {
     Paused,
     /// A budget limit with `on_breach` = `pause`: until a `resume` with a larger budget.
     Budget,
+    /// Gated tool calls wait for a person's decision (CONTRACT §7).
+    Approval,
 }
 
 impl WaitReason {
@@ -90,6 +92,7 @@ impl WaitReason {
         match self {
             Self::Paused => "paused",
             Self::Budget => "budget",
+            Self::Approval => "approval",
         }
     }
 }
@@ -128,6 +131,8 @@ pub enum FailReason {
     DeliveryLimit,
     /// A budget limit was reached (`on_breach` = `fail`, or `answer` without an ANSWER).
     Budget,
+    /// An approval request expired and the agent's `on_approval_expiry` is `fail`.
+    ApprovalExpired,
 }
 
 impl FailReason {
@@ -140,6 +145,7 @@ impl FailReason {
             Self::Internal => "internal",
             Self::DeliveryLimit => "delivery_limit",
             Self::Budget => "budget",
+            Self::ApprovalExpired => "approval_expired",
         }
     }
 }
@@ -206,6 +212,7 @@ mod tests {
             FailReason::Internal,
             FailReason::DeliveryLimit,
             FailReason::Budget,
+            FailReason::ApprovalExpired,
         ] {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
         }

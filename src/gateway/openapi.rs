@@ -166,6 +166,12 @@ pub struct Agent {
     /// What the agent's tasks may spend when their message names none (CONTRACT §8).
     #[schema(value_type = Option<Object>)]
     budget: Option<Value>,
+    /// Tools (names or globs such as `mail__*`) whose calls need a person's decision.
+    approval_tools: Option<Vec<String>>,
+    /// How long an approval request waits (null: 86400 s).
+    approval_timeout_secs: Option<i32>,
+    /// `reject` (null: the default) or `fail` when a request expires.
+    on_approval_expiry: Option<String>,
 }
 
 #[cfg(test)]
@@ -267,6 +273,9 @@ mod tests {
             context_budget_tokens: None,
             created_at: now,
             budget: None,
+            approval_tools: None,
+            approval_timeout_secs: None,
+            on_approval_expiry: None,
         };
         assert_eq!(schema_fields("Agent"), json_fields(&agent));
     }

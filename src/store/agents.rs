@@ -18,11 +18,35 @@ pub struct Agent {
     pub created_at: DateTime<Utc>,
     /// What the agent's tasks may spend when their message names no budget (CONTRACT §8).
     pub budget: Option<sqlx::types::Json<serde_json::Value>>,
+    /// Tools (names or globs) whose calls need a person's decision (CONTRACT §7).
+    pub approval_tools: Option<Vec<String>>,
+    /// How long an approval request waits (default 86400 s).
+    pub approval_timeout_secs: Option<i32>,
+    /// `reject` (default) or `fail` when a request expires.
+    pub on_approval_expiry: Option<String>,
+}
+
+impl Agent {
+    /// The agent's approval rules.
+    pub fn approval_policy(&self) -> crate::core::approval::ApprovalPolicy {
+        crate::core::approval::ApprovalPolicy {
+            tools: self.approval_tools.clone().unwrap_or_default(),
+        }
+    }
+
+    /// How long its approval requests wait, in seconds.
+    pub fn approval_timeout_secs(&self) -> f64 {
+        let secs = self
+            .approval_timeout_secs
+            .map_or(crate::core::approval::DEFAULT_TIMEOUT_SECS, i64::from);
+        secs as f64
+    }
 }
 
 /// The columns of [`Agent`], in its order (every query that reads agents selects these).
-pub const AGENT_COLUMNS: &str =
-    "agent_id, name, model, max_iteration, tools, context_budget_tokens, created_at, budget";
+pub const AGENT_COLUMNS: &str = "agent_id, name, model, max_iteration, tools, \
+     context_budget_tokens, created_at, budget, approval_tools, approval_timeout_secs, \
+     on_approval_expiry";
 
 /// What `agentd agent create` inserts.
 #[derive(Debug, Clone)]
@@ -31,20 +55,28 @@ pub struct NewAgent {
     pub model: String,
     pub max_iteration: Option<i32>,
     pub tools: Option<Vec<String>>,
+    /// Approval rules (CONTRACT §7); `None` for the defaults.
+    pub approval_tools: Option<Vec<String>>,
+    pub approval_timeout_secs: Option<i32>,
+    pub on_approval_expiry: Option<String>,
 }
 
 /// Inserts an agent and returns its id (UUID v7).
 pub async fn create(pool: &PgPool, agent: &NewAgent) -> sqlx::Result<Uuid> {
     let agent_id = Uuid::now_v7();
     sqlx::query(
-        "INSERT INTO agents (agent_id, name, model, max_iteration, tools) \
-         VALUES ($1, $2, $3, COALESCE($4, 30), $5)",
+        "INSERT INTO agents (agent_id, name, model, max_iteration, tools, approval_tools, \
+                             approval_timeout_secs, on_approval_expiry) \
+         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8)",
     )
     .bind(agent_id)
     .bind(&agent.name)
     .bind(&agent.model)
     .bind(agent.max_iteration)
     .bind(&agent.tools)
+    .bind(&agent.approval_tools)
+    .bind(agent.approval_timeout_secs)
+    .bind(&agent.on_approval_expiry)
     .execute(pool)
     .await?;
     Ok(agent_id)

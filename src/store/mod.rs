@@ -2,6 +2,7 @@
 //! the queries behind the trace tables of CONTRACT §4. Every query is parameterized.
 
 pub mod agents;
+pub mod approvals;
 pub mod events;
 pub mod ledger;
 pub mod outbox;

@@ -136,7 +136,7 @@ async fn listen_own(
                 tracing::info!(task_id = %pause.task_id, running_here = here, "pause requested");
             }
             // A waiting task is held by nobody: one worker applies it (the pending queue).
-            ControlMessage::Resume(_) => {}
+            ControlMessage::Resume(_) | ControlMessage::Approval(_) => {}
             // Applied once: by the holder when another worker forwards it here, else by
             // whichever worker reads it from the pending queue.
             ControlMessage::Inject(inject) if forwarded(&delivery) => {
@@ -275,6 +275,18 @@ async fn apply(
                     }
                 }
             }
+        }
+        ControlMessage::Approval(approval) => {
+            let decided = super::approvals::decide(
+                Sink::of(deps),
+                &deps.names.tasks_queue,
+                task_id,
+                &approval.tool_call_id,
+                &approval.decision(),
+            )
+            .await?;
+            tracing::info!(%task_id, tool_call_id = %approval.tool_call_id,
+                decision = approval.decision.as_str(), outcome = ?decided, "approval decision");
         }
         ControlMessage::Resume(resume) => {
             let budget = resume.budget.as_ref();

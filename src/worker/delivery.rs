@@ -335,6 +335,7 @@ async fn resume(
             }
             match why.as_str() {
                 "budget" => ResumeReason::Budget,
+                "approval" => ResumeReason::Approval,
                 _ => ResumeReason::Resumed,
             }
         }

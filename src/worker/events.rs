@@ -203,10 +203,10 @@ impl EventLog {
     }
 
     /// Appends `task.waiting` (the task is about to be let go until someone frees it).
-    pub fn push_waiting(&mut self, iteration: u32, reason: WaitReason) {
+    pub fn push_waiting(&mut self, iteration: u32, reason: WaitReason, tool_call_ids: Vec<String>) {
         let waiting = TaskWaiting {
             reason,
-            tool_call_ids: Vec::new(),
+            tool_call_ids,
         };
         self.push(None, Some(iteration), EventData::TaskWaiting(waiting));
     }

@@ -3,6 +3,7 @@
 //! each message by rule. `run(settings, shutdown)` is the whole worker; tests pass their own
 //! shutdown token.
 
+pub mod approvals;
 pub mod deps;
 pub mod events;
 pub mod intake;
@@ -106,7 +107,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// The loops a worker runs beside its consumer: control messages, dead letters, the
-/// reconciler and the outbox sweep.
+/// reconciler, the outbox sweep and the approval expiry pass.
 fn spawn_sidecars(
     deps: &Arc<WorkerDeps>,
     settings: &Settings,
@@ -132,6 +133,13 @@ fn spawn_sidecars(
         deps.names.events_exchange.clone(),
         shutdown.clone(),
     )));
+    loops.push(approvals::spawn_expiry(
+        deps.pool.clone(),
+        deps.publisher.clone(),
+        deps.names.events_exchange.clone(),
+        deps.names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
     loops
 }
 

@@ -111,7 +111,7 @@ pub async fn resume_waiting(
 }
 
 /// The task message that brings an orphan back.
-fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
+pub(super) fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
     Some(TaskMessage {
         task_id: Some(orphan.task_id),
         agent_id: orphan.agent_id?,

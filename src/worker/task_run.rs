@@ -19,7 +19,9 @@ use super::events::EventLog;
 use super::interrupt::{Interrupt, Stops};
 use super::outbox::SWEEP_GRACE;
 use super::step_commit::{Confirmed, StepCommit};
+use super::tool_calls::ToolsEnd;
 use crate::contract::events::{EventData, InputInjected};
+use crate::core::approval::ApprovalPolicy;
 use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord, WaitReason};
 use crate::core::types::ToolSpec;
 use crate::store::step::{Finish, Progress, StartedCall, StepWrite, ToolMeta, Totals};
@@ -60,6 +62,9 @@ pub struct TaskRun<'a> {
     pub(super) tool_specs: Arc<[ToolSpec]>,
     pub(super) stream: bool,
     pub(super) stops: Stops,
+    /// The agent's gated tools (CONTRACT §7) and how long a request waits, in seconds.
+    pub(super) approval: ApprovalPolicy,
+    pub(super) approval_timeout_secs: f64,
     /// LLM attempts not committed yet (written with the next step).
     pub(super) llm_rows: Vec<LlmCallRow>,
     /// Finished recursions not committed yet.
@@ -90,9 +95,13 @@ impl<'a> TaskRun<'a> {
             log,
             confirmed_seq,
         } = taken;
+        let approval = agent.approval_policy();
+        let approval_timeout_secs = agent.approval_timeout_secs();
         let granted = agent.tools;
         let tool_specs = deps.tools.shared_specs_for(granted.as_deref());
         Self {
+            approval,
+            approval_timeout_secs,
             deps,
             machine,
             log,
@@ -179,12 +188,21 @@ impl<'a> TaskRun<'a> {
                     let resumed = std::mem::take(&mut resumed_tools);
                     let run = self.run_tools(&calls, deadline, resumed).instrument(span);
                     match run.await? {
-                        Ok(results) => self.machine.on_tool_results(results, Utc::now()),
-                        Err(interrupt) => return self.interrupted(interrupt).await,
+                        ToolsEnd::Results(results) => {
+                            self.machine.on_tool_results(results, Utc::now())
+                        }
+                        ToolsEnd::Interrupted(interrupt) => {
+                            return self.interrupted(interrupt).await;
+                        }
+                        // Gated calls wait for a decision: committed `waiting`.
+                        ToolsEnd::AwaitingApproval(ids) => {
+                            self.commit_wait(WaitReason::Approval, ids).await?;
+                            return Ok(RunEnd::Waiting);
+                        }
                     }
                 }
                 Next::Wait(reason) => {
-                    self.commit_wait(reason).await?;
+                    self.commit_wait(reason, Vec::new()).await?;
                     return Ok(RunEnd::Waiting);
                 }
                 Next::Finished(outcome) => {
@@ -264,12 +282,18 @@ impl<'a> TaskRun<'a> {
         Ok(())
     }
 
-    /// Commits the task as `waiting` (its machine checkpointed between recursions, its
-    /// lease released) with `task.waiting`, then publishes its events like an end.
-    async fn commit_wait(&mut self, reason: WaitReason) -> anyhow::Result<()> {
+    /// Commits the task as `waiting` (its machine checkpointed as it is: between
+    /// recursions, or with the tool calls of its reply pending for approval, `tool_call_ids`;
+    /// its lease released) with `task.waiting`, then publishes its events like an end.
+    async fn commit_wait(
+        &mut self,
+        reason: WaitReason,
+        tool_call_ids: Vec<String>,
+    ) -> anyhow::Result<()> {
         self.collect_events();
         tracing::info!(reason = reason.as_str(), "task waiting");
-        self.log.push_waiting(self.machine.iteration(), reason);
+        let iteration = self.machine.iteration();
+        self.log.push_waiting(iteration, reason, tool_call_ids);
         self.checkpoint = None;
         let progress = Progress::Wait {
             iterations: self.machine.iteration(),

@@ -12,6 +12,14 @@
 //! idempotent call is run again under the same key, and a side-effecting call that started
 //! without a committed outcome is not run again: its state becomes `unknown` and the model
 //! gets an error result saying so.
+//!
+//! Approvals (CONTRACT §7): when a reply calls tools the agent gates, nothing of the reply
+//! runs until every gated call has a decision. The gated calls are recorded
+//! `awaiting_approval` with their `approvals` rows, `approval.requested` per call and
+//! `task.waiting` in the step that makes the task wait (no lease, message acknowledged).
+//! Resumed once all are decided, the reply's calls run together: approved ones as asked,
+//! edited ones with the new arguments, rejected, expired and answered ones not at all (the
+//! model gets the decision's result).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -26,7 +34,8 @@ use uuid::Uuid;
 use super::deps::WorkerDeps;
 use super::interrupt::Interrupt;
 use super::task_run::TaskRun;
-use crate::contract::events::{EventData, ToolCompleted, ToolStarted};
+use crate::contract::events::{ApprovalRequested, EventData, ToolCompleted, ToolStarted};
+use crate::core::approval::{self, Decided};
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolEffect};
 use crate::ports::ToolCallContext;
 use crate::store::ledger::{CallOutcome, LedgerRow};
@@ -87,6 +96,30 @@ enum Plan {
     },
 }
 
+/// How running a reply's tool calls ended.
+#[derive(Debug)]
+pub enum ToolsEnd {
+    /// Every call has its result, in call order.
+    Results(Vec<ToolCallResult>),
+    /// A cancel or a release stopped the run.
+    Interrupted(Interrupt),
+    /// Gated calls (these ids) wait for a decision: nothing ran; the caller commits the
+    /// task `waiting` with what was prepared.
+    AwaitingApproval(Vec<String>),
+}
+
+/// What the decisions about a reply's gated calls make of it.
+struct Gate {
+    /// The calls to run or answer, edited ones with their new arguments.
+    calls: Vec<ToolCallRequest>,
+    /// Calls decided not to run, with the result the model gets.
+    decided: HashMap<String, (ToolCallResult, &'static str)>,
+    /// Gated calls without a decision, by index.
+    awaiting: Vec<usize>,
+    /// The awaiting calls that already have their request (a resume that waits again).
+    requested: Vec<String>,
+}
+
 /// A call's result with its ledger fields.
 struct Ran {
     result: ToolCallResult,
@@ -103,15 +136,23 @@ impl TaskRun<'_> {
         calls: &[ToolCallRequest],
         deadline: Instant,
         resumed: bool,
-    ) -> anyhow::Result<Result<Vec<ToolCallResult>, Interrupt>> {
+    ) -> anyhow::Result<ToolsEnd> {
         let trace_id = self.machine.current_trace_id().unwrap_or_default();
         let iteration = Some(self.machine.iteration());
-        let ledger = match resumed {
+        let mut ledger = match resumed {
             true => crate::store::ledger::of_recursion(&self.deps.pool, trace_id).await?,
             false => Vec::new(),
         };
         let left = self.machine.tool_calls_left();
-        let plans = plan_calls(self.deps, self.task_id(), calls, &ledger, left);
+        let gate = self.gate(trace_id, calls, &ledger, left, resumed).await?;
+        if !gate.awaiting.is_empty() {
+            return Ok(self.request_approvals(trace_id, &gate));
+        }
+        let Gate { calls, decided, .. } = gate;
+        let calls = calls.as_slice();
+        // A call that waited for its approval has not started.
+        ledger.retain(|row| row.state.as_deref() != Some("awaiting_approval"));
+        let plans = plan_calls(self.deps, self.task_id(), calls, &ledger, &decided, left);
         for (call, plan) in calls.iter().zip(&plans) {
             if matches!(plan, Plan::Run { announce: true, .. }) {
                 let started = ToolStarted {
@@ -137,7 +178,7 @@ impl TaskRun<'_> {
             .min(deadline.saturating_duration_since(Instant::now()));
         let finished = match self.execute(trace_id, calls, plans, timeout).await? {
             Ok(finished) => finished,
-            Err(interrupt) => return Ok(Err(interrupt)),
+            Err(interrupt) => return Ok(ToolsEnd::Interrupted(interrupt)),
         };
         let mut results = Vec::with_capacity(finished.len());
         for (ran, meta) in finished {
@@ -155,7 +196,108 @@ impl TaskRun<'_> {
             });
             results.push(ran.result);
         }
-        Ok(Ok(results))
+        Ok(ToolsEnd::Results(results))
+    }
+
+    /// Applies the agent's approval rules to the reply: which gated calls have a decision
+    /// (and what it makes of them) and which still wait. Calls past the budget's limit and
+    /// calls whose outcome the ledger holds, or that started after their approval, are not
+    /// gated again.
+    async fn gate(
+        &self,
+        trace_id: Uuid,
+        calls: &[ToolCallRequest],
+        ledger: &[LedgerRow],
+        left: Option<u64>,
+        resumed: bool,
+    ) -> anyhow::Result<Gate> {
+        let mut gate = Gate {
+            calls: calls.to_vec(),
+            decided: HashMap::new(),
+            awaiting: Vec::new(),
+            requested: Vec::new(),
+        };
+        let gated = |(index, call): &(usize, &ToolCallRequest)| {
+            self.approval.gates(&call.name) && left.is_none_or(|left| (*index as u64) < left)
+        };
+        if !calls.iter().enumerate().any(|pair| gated(&pair)) {
+            return Ok(gate);
+        }
+        let requests = match resumed {
+            true => crate::store::approvals::of_recursion(&self.deps.pool, trace_id).await?,
+            false => Vec::new(),
+        };
+        let requests: HashMap<&str, _> = requests
+            .iter()
+            .map(|row| (row.tool_call_id.as_str(), row))
+            .collect();
+        let ran: HashMap<&str, &LedgerRow> = ledger
+            .iter()
+            .filter(|row| row.state.as_deref() != Some("awaiting_approval"))
+            .map(|row| (row.tool_call_id.as_str(), row))
+            .collect();
+        for (index, call) in calls.iter().enumerate() {
+            if !gated(&(index, call)) || ran.contains_key(call.id.as_str()) {
+                continue;
+            }
+            let request = requests.get(call.id.as_str());
+            match request.and_then(|row| row.decision()) {
+                Some(decision) => match approval::apply(&decision, call, parsed(call)) {
+                    Decided::Run(call) => gate.calls[index] = call,
+                    Decided::Result { result, state } => {
+                        gate.decided.insert(call.id.clone(), (result, state));
+                    }
+                },
+                None => {
+                    gate.awaiting.push(index);
+                    if request.is_some() {
+                        gate.requested.push(call.id.clone());
+                    }
+                }
+            }
+        }
+        Ok(gate)
+    }
+
+    /// Prepares the step that makes the task wait for decisions: each awaiting call without
+    /// a request recorded `awaiting_approval` with its request and `approval.requested`.
+    fn request_approvals(&mut self, trace_id: Uuid, gate: &Gate) -> ToolsEnd {
+        let iteration = Some(self.machine.iteration());
+        let secs = self.approval_timeout_secs;
+        let expires_at = Utc::now()
+            + chrono::Duration::milliseconds((secs * 1000.0).min(i64::MAX as f64) as i64);
+        let mut ids = Vec::with_capacity(gate.awaiting.len());
+        for &index in &gate.awaiting {
+            let call = &gate.calls[index];
+            ids.push(call.id.clone());
+            if gate.requested.contains(&call.id) {
+                continue;
+            }
+            let effect = self.deps.tools.effect_of(&call.name);
+            let key =
+                (effect != ToolEffect::ReadOnly).then(|| format!("{}:{}", self.task_id(), call.id));
+            self.started.push(StartedCall {
+                trace_id,
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: parsed(call).to_string(),
+                effect: effect.as_str(),
+                idempotency_key: key,
+                state: "awaiting_approval",
+                approval_expires_at: Some(expires_at),
+            });
+            let requested = ApprovalRequested {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: parsed(call),
+                effect: effect.as_str().to_owned(),
+                expires_at,
+            };
+            let data = EventData::ApprovalRequested(requested);
+            self.log.push(Some(trace_id), iteration, data);
+        }
+        tracing::info!(calls = ?ids, "tool calls wait for approval");
+        ToolsEnd::AwaitingApproval(ids)
     }
 
     /// Runs what the plans say, in call order; committing and publishing the `tool.started`
@@ -233,6 +375,7 @@ fn plan_calls(
     task_id: Uuid,
     calls: &[ToolCallRequest],
     ledger: &[LedgerRow],
+    decided: &HashMap<String, (ToolCallResult, &'static str)>,
     left: Option<u64>,
 ) -> Vec<Plan> {
     let rows: HashMap<&str, &LedgerRow> = ledger
@@ -265,6 +408,16 @@ fn plan_calls(
                     effect,
                     key,
                 },
+                // Decided not to run (rejected, expired, answered by a person).
+                _ if decided.contains_key(&call.id) => {
+                    let (result, state) = decided[&call.id].clone();
+                    Plan::Known {
+                        result,
+                        state,
+                        effect,
+                        key,
+                    }
+                }
                 Some(_) if !effect.is_retryable() => Plan::Known {
                     result: failed_result(call, unknown_outcome(&call.name)),
                     state: "unknown",
@@ -298,6 +451,8 @@ fn started_rows(trace_id: Uuid, calls: &[ToolCallRequest], plans: &[Plan]) -> Ve
                 arguments: parsed(call).to_string(),
                 effect: effect.as_str(),
                 idempotency_key: key.clone(),
+                state: "started",
+                approval_expires_at: None,
             }),
             _ => None,
         })

@@ -221,15 +221,31 @@ pub async fn cancel_unheld(
 /// (a worker that died may have left some), this one last.
 async fn finish(
     sink: Sink<'_>,
-    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    tx: sqlx::Transaction<'_, sqlx::Postgres>,
     task_id: Uuid,
     agent_id: Option<Uuid>,
     iterations: u32,
     data: EventData,
 ) -> anyhow::Result<()> {
+    store_events(sink, tx, task_id, agent_id, iterations, vec![data]).await
+}
+
+/// Stores `events`, in order, in `tx` after the row change, commits, and publishes every
+/// event of the task not confirmed yet, in seq order; then sends the producer's reply if
+/// the task ended and one is owed.
+pub(super) async fn store_events(
+    sink: Sink<'_>,
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    task_id: Uuid,
+    agent_id: Option<Uuid>,
+    iterations: u32,
+    events: Vec<EventData>,
+) -> anyhow::Result<()> {
     let last_seq = store::events::last_seq(&mut tx, task_id).await?;
     let mut log = EventLog::new(task_id, agent_id, last_seq);
-    log.push(None, Some(iterations), data);
+    for data in events {
+        log.push(None, Some(iterations), data);
+    }
     let outbound = log.take_outbound();
     store::events::append(&mut tx, task_id, &outbound.rows()).await?;
     tx.commit().await?;

@@ -70,6 +70,9 @@ impl BenchEnv {
             model: "bench-model".into(),
             max_iteration: Some(i32::try_from(recursions.max(30)).unwrap_or(i32::MAX)),
             tools: None,
+            approval_tools: None,
+            approval_timeout_secs: None,
+            on_approval_expiry: None,
         };
         let agent_id = store::agents::create(&pool, &agent)
             .await

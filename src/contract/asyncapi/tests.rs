@@ -119,6 +119,20 @@ fn sample(kind: EventType) -> EventData {
             reason: crate::core::machine::WaitReason::Paused,
             tool_call_ids: Vec::new(),
         }),
+        EventType::ApprovalRequested => EventData::ApprovalRequested(ApprovalRequested {
+            tool_call_id: "call_1".into(),
+            name: "mail__send".into(),
+            arguments: serde_json::json!({"to": "ana@example.com"}),
+            effect: "side_effect".into(),
+            expires_at: chrono::Utc::now(),
+        }),
+        EventType::ApprovalDecided => EventData::ApprovalDecided(ApprovalDecided {
+            tool_call_id: "call_1".into(),
+            decision: crate::core::approval::DecisionKind::Reject,
+            by: Some("ana".into()),
+            reason: Some("wrong address".into()),
+            arguments: None,
+        }),
         EventType::InputInjected => EventData::InputInjected(InputInjected {
             text: "prefer metric units".into(),
         }),
@@ -191,7 +205,7 @@ fn every_event_type_and_control_type_has_its_message() {
         .expect("control messages");
     assert_eq!(
         controls.keys().collect::<Vec<_>>(),
-        ["cancel", "inject", "pause", "resume"]
+        ["approval", "cancel", "inject", "pause", "resume"]
     );
     for kind in controls.keys() {
         // The worker knows the type: a bad body is invalid, not of an unknown type.

@@ -43,6 +43,15 @@ pub struct CreateAgent {
     /// Tool names the agent may call (default: every built-in tool).
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// Tools (names or globs such as `mail__*`) whose calls need a person's decision.
+    #[serde(default)]
+    pub approval_tools: Option<Vec<String>>,
+    /// How long an approval request waits, in seconds (default 86400).
+    #[serde(default)]
+    pub approval_timeout_secs: Option<i32>,
+    /// `reject` (default) or `fail` when an approval request expires.
+    #[serde(default)]
+    pub on_approval_expiry: Option<String>,
 }
 
 /// Query of `GET /v1/agents/{agent_id}/tasks`.
@@ -87,11 +96,21 @@ impl CreateAgent {
         if let Some(tools) = &self.tools {
             check_tool_names(tools)?;
         }
+        if self.approval_timeout_secs.is_some_and(|secs| secs < 1) {
+            return Err(ApiError::invalid_body(
+                "approval_timeout_secs must be at least 1",
+            ));
+        }
+        crate::core::approval::OnExpiry::parse(self.on_approval_expiry.as_deref())
+            .map_err(ApiError::invalid_body)?;
         Ok(NewAgent {
             name,
             model,
             max_iteration: self.max_iteration,
             tools: self.tools,
+            approval_tools: self.approval_tools,
+            approval_timeout_secs: self.approval_timeout_secs,
+            on_approval_expiry: self.on_approval_expiry,
         })
     }
 }

@@ -3,6 +3,7 @@
 //! bearer header, the event stream also accepts `?access_token=`, health needs nothing.
 
 pub mod agents;
+pub mod approvals;
 pub mod steering;
 pub mod tasks;
 
@@ -26,6 +27,8 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(steering::resume_task))
         .routes(routes!(steering::inject_task))
         .routes(routes!(steering::task_state))
+        .routes(routes!(approvals::decide_call))
+        .routes(routes!(approvals::list_approvals))
         .routes(routes!(agents::list_agents, agents::create_agent))
         .routes(routes!(agents::get_agent))
         .routes(routes!(agents::agent_tasks))

@@ -1,7 +1,8 @@
 //! Steering a task through the gateway (CONTRACT §2): `pause`, `resume` and `inject`
 //! publish the control message any producer could (the workers act within a second), and
 //! `GET /v1/tasks/{task_id}/state` reads what a person steering it needs: status and why it
-//! waits, the plan, the current iteration, the budget with what is used, the guidance.
+//! waits, the plan, the current iteration, the budget with what is used, the guidance and
+//! the tool calls waiting for a decision.
 
 use axum::Json;
 use axum::extract::State;
@@ -68,6 +69,9 @@ pub struct TaskState {
     /// Guidance injected so far, oldest first.
     #[schema(value_type = Vec<String>)]
     pub user_guidance: Value,
+    /// The tool calls waiting for a person's decision (CONTRACT §7), oldest first.
+    #[sqlx(skip)]
+    pub pending_approvals: Vec<crate::store::approvals::ApprovalRow>,
 }
 
 async fn send(
@@ -219,6 +223,15 @@ pub async fn task_state(
     .bind(task_id)
     .fetch_optional(state.pool())
     .await?;
-    row.map(Json)
-        .ok_or_else(|| ApiError::not_found("task_not_found", format!("no task {task_id}")))
+    let Some(mut row) = row else {
+        return Err(ApiError::not_found(
+            "task_not_found",
+            format!("no task {task_id}"),
+        ));
+    };
+    if row.status == status::WAITING {
+        row.pending_approvals =
+            crate::store::approvals::pending(state.pool(), Some(task_id), 500).await?;
+    }
+    Ok(Json(row))
 }

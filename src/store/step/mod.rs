@@ -83,7 +83,8 @@ pub struct ToolMeta {
     pub finished_at: DateTime<Utc>,
 }
 
-/// A tool call recorded `started` before it runs (a tool with effects).
+/// A tool call recorded `started` before it runs (a tool with effects), or
+/// `awaiting_approval` with its approval request (CONTRACT §7).
 #[derive(Debug, Clone)]
 pub struct StartedCall {
     pub trace_id: Uuid,
@@ -93,6 +94,10 @@ pub struct StartedCall {
     pub arguments: String,
     pub effect: &'static str,
     pub idempotency_key: Option<String>,
+    /// `started`, or `awaiting_approval` (a gated call: an `approvals` row is written too).
+    pub state: &'static str,
+    /// A gated call's request expires then.
+    pub approval_expires_at: Option<DateTime<Utc>>,
 }
 
 /// Everything one step writes.

@@ -11,9 +11,9 @@ use super::{Progress, Step, ToolMeta};
 use crate::core::limits::{trim_json, trim_text};
 use crate::core::types::ToolCallResult;
 
-/// `$1..$12` and `$61..$65` the tasks, `$13..$25` recursions, `$26..$32` started tool
-/// calls, `$33..$46` finished tool calls, `$47..$55` and `$66..$67` LLM attempts, `$56..$60`
-/// events.
+/// `$1..$12` and `$61..$65` the tasks, `$13..$25` recursions, `$26..$32` and `$68..$69`
+/// started tool calls (and approval requests), `$33..$46` finished tool calls, `$47..$55`
+/// and `$66..$67` LLM attempts, `$56..$60` events.
 const WRITE_STEPS: &str = "\
 WITH v AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[],
@@ -69,15 +69,30 @@ recursion_rows AS (
 started_rows AS (
     INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, state, effect,
                             idempotency_key, started_at)
-    SELECT s.task_id, s.trace_id, s.tool_call_id, s.name, s.arguments::jsonb, 'started',
+    SELECT s.task_id, s.trace_id, s.tool_call_id, s.name, s.arguments::jsonb, s.state,
            s.effect, s.idempotency_key, now()
     FROM UNNEST($26::uuid[], $27::uuid[], $28::text[], $29::text[], $30::text[],
-                $31::text[], $32::text[]) WITH ORDINALITY
+                $31::text[], $32::text[], $68::text[]) WITH ORDINALITY
          AS s (task_id, trace_id, tool_call_id, name, arguments, effect, idempotency_key,
-               ord)
+               state, ord)
     JOIN task USING (task_id)
     ORDER BY s.ord
-    ON CONFLICT (trace_id, tool_call_id) DO NOTHING
+    -- A call that waited for its approval starts now, with the arguments it runs with.
+    ON CONFLICT (trace_id, tool_call_id) DO UPDATE SET
+        state = EXCLUDED.state, arguments = EXCLUDED.arguments, started_at = EXCLUDED.started_at
+        WHERE tool_calls.state = 'awaiting_approval'
+),
+approval_rows AS (
+    INSERT INTO approvals (task_id, tool_call_id, trace_id, name, arguments, effect,
+                           expires_at)
+    SELECT a.task_id, a.tool_call_id, a.trace_id, a.name, a.arguments::jsonb, a.effect,
+           a.expires_at
+    FROM UNNEST($26::uuid[], $27::uuid[], $28::text[], $29::text[], $30::text[],
+                $31::text[], $69::timestamptz[])
+         AS a (task_id, trace_id, tool_call_id, name, arguments, effect, expires_at)
+    JOIN task USING (task_id)
+    WHERE a.expires_at IS NOT NULL
+    ON CONFLICT (task_id, tool_call_id) DO NOTHING
 ),
 tool_call_rows AS (
     INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, success, result,
@@ -98,7 +113,7 @@ tool_call_rows AS (
     ON CONFLICT (trace_id, tool_call_id) DO UPDATE SET
         success = EXCLUDED.success, result = EXCLUDED.result, error = EXCLUDED.error,
         duration_ms = EXCLUDED.duration_ms, state = EXCLUDED.state,
-        finished_at = EXCLUDED.finished_at
+        finished_at = EXCLUDED.finished_at, arguments = EXCLUDED.arguments
 ),
 llm_call_rows AS (
     INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms,
@@ -356,6 +371,9 @@ pub(super) async fn execute(pool: &PgPool, steps: &[Step<'_>]) -> sqlx::Result<H
         // the LLM attempts' models and costs
         .bind(column(&llm, |(_, l)| l.model.as_str()))
         .bind(column(&llm, |(_, l)| l.cost_usd))
+        // the started calls' states, and the approval requests' expiries
+        .bind(column(&started, |(_, s)| s.state))
+        .bind(column(&started, |(_, s)| s.approval_expires_at))
         .fetch_all(pool)
         .await?;
     Ok(written.into_iter().collect())
