@@ -1,6 +1,7 @@
-// Drives the live trace page in headless Chromium: submits a task on the page, waits for
-// the answer and the checked-off plan, saves a screenshot, then reopens the finished task
-// by URL and checks that its full trace is replayed.
+// Drives the live trace page in headless Chromium: submits a task on the page, approves
+// its gated calculator call by clicking Approve, waits for the answer and the checked-off
+// plan, saves a screenshot, then reopens the finished task by URL and checks that its full
+// trace is replayed (with who approved).
 //
 // Usage: node page.test.mjs URL AGENT_ID MARKER SCREENSHOT_PATH [TOKEN]
 // Run by tests/gateway.rs, which starts the gateway, a worker and the scripted fake LLM.
@@ -38,6 +39,13 @@ async function submitOnThePage(page) {
   await page.selectOption('#agent', agentId);
   await page.fill('#input', `${marker}: what is 6*7?`);
   await page.click('#send');
+  // The calculator call waits for a decision: the page shows it with its arguments.
+  await page.waitForSelector('.tool .approval button.approve', { timeout: TIMEOUT });
+  const waiting = await page.textContent('.tool');
+  check(waiting.includes('awaits approval') && waiting.includes('6*7'), `approval request "${waiting}"`);
+  const status = (await page.textContent('#task-status')).trim();
+  check(status === 'waiting', `status while waiting is "${status}"`);
+  await page.click('.tool .approval button.approve');
   await page.waitForSelector('#answer-box:not([hidden])', { timeout: TIMEOUT });
 }
 
@@ -55,6 +63,9 @@ async function checkTrace(page, where) {
   check(actions.join(',') === 'RE_PLAN,CALL_TOOL,ANSWER', `${where}: actions ${actions}`);
   const tool = await page.textContent('.tool');
   check(tool.includes('calculate') && tool.includes('42'), `${where}: tool call "${tool}"`);
+  check(tool.includes('approve by page'), `${where}: who approved, in "${tool}"`);
+  const buttons = await page.locator('.tool .approval').count();
+  check(buttons === 0, `${where}: ${buttons} approval boxes left after the decision`);
   await page.waitForFunction(() => document.querySelectorAll('.card .llm').length === 3,
     null, { timeout: TIMEOUT });
   // Three LLM calls of 11 + 7 tokens each (the fake LLM's usage).

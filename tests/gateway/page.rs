@@ -121,11 +121,15 @@ async fn the_page_runs_a_task_in_headless_chromium() {
     let env = TestEnv::start().await;
     let gateway = Gateway::start(&env, &["page-token"]).await;
     let agent = env.agent(None, None).await;
-    sqlx::query("UPDATE agents SET name = 'calculator' WHERE agent_id = $1")
-        .bind(agent)
-        .execute(&env.pool)
-        .await
-        .unwrap();
+    // The calculator needs a person's approval: the page test approves it by clicking.
+    sqlx::query(
+        "UPDATE agents SET name = 'calculator', approval_tools = ARRAY['calculate'] \
+         WHERE agent_id = $1",
+    )
+    .bind(agent)
+    .execute(&env.pool)
+    .await
+    .unwrap();
     let marker = "gw-page";
     script_page_task(&env, marker);
     let screenshot = root.join("target/e2e/page.png");

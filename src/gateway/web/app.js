@@ -9,6 +9,7 @@ const EVENT_TYPES = [
   'task.started', 'task.resumed', 'recursion.started', 'llm.retry', 'llm.delta',
   'plan.updated', 'step.updated', 'tool.started', 'tool.completed', 'recursion.completed',
   'context.compacted', 'task.waiting', 'input.injected', 'budget.warning', 'budget.exceeded',
+  'approval.requested', 'approval.decided',
   ...TERMINAL,
 ];
 
@@ -275,6 +276,10 @@ async function finish(taskId) {
   if (state.source) state.source.close();
   state.source = null;
   $('cancel').hidden = true;
+  for (const entry of state.tools.values()) {
+    if (entry.approval) entry.approval.remove();
+    entry.approval = null;
+  }
   try {
     const detail = await api(`v1/tasks/${taskId}`);
     if (state.taskId !== taskId) return;
@@ -332,9 +337,49 @@ function toolBlock(iteration, data) {
   result.hidden = true;
   root.append(head, args, result);
   card(iteration).body.append(root);
-  entry = { status, right, result };
+  entry = { root, status, right, result, callId: data.tool_call_id };
   state.tools.set(key, entry);
   return entry;
+}
+
+/** The tool block of a call, whatever recursion it is in. */
+function toolOf(callId) {
+  for (const entry of state.tools.values()) if (entry.callId === callId) return entry;
+  return null;
+}
+
+// ---------- approvals ----------
+
+/** Approve and Reject buttons (with a reason) for a gated call that waits. */
+function approvalBox(entry, callId) {
+  const box = el('div', 'approval');
+  const approve = el('button', 'approve primary', 'Approve');
+  const reject = el('button', 'reject danger', 'Reject');
+  const reason = el('input', 'reason');
+  reason.placeholder = 'reason (for a rejection)';
+  approve.type = 'button';
+  reject.type = 'button';
+  approve.addEventListener('click', () => decide(callId, { decision: 'approve' }, box));
+  reject.addEventListener('click', () => {
+    const body = { decision: 'reject' };
+    if (reason.value.trim()) body.reason = reason.value.trim();
+    decide(callId, body, box);
+  });
+  box.append(approve, reject, reason);
+  entry.root.append(box);
+  entry.approval = box;
+}
+
+async function decide(callId, body, box) {
+  const controls = [...box.querySelectorAll('button, input')];
+  controls.forEach((control) => { control.disabled = true; });
+  try {
+    const path = `v1/tasks/${state.taskId}/approvals/${encodeURIComponent(callId)}`;
+    await api(path, { method: 'POST', body: { ...body, by: 'page' } });
+  } catch (error) {
+    banner(explain(error));
+    controls.forEach((control) => { control.disabled = false; });
+  }
 }
 
 // ---------- plan ----------
@@ -397,7 +442,8 @@ const HANDLERS = {
   'tool.started': (event, data) => { toolBlock(event.iteration, data); },
   'tool.completed': (event, data) => {
     const entry = toolBlock(event.iteration, data);
-    entry.status.textContent = data.success ? 'ok' : 'failed';
+    if (entry.decided) entry.status.textContent += data.success ? ' · ok' : ' · failed';
+    else entry.status.textContent = data.success ? 'ok' : 'failed';
     entry.status.className = data.success ? 'ok' : 'bad';
     entry.right.textContent = data.duration_ms !== undefined ? `${data.duration_ms} ms` : '';
     entry.result.hidden = false;
@@ -437,6 +483,26 @@ const HANDLERS = {
   'task.resumed': (event, data) => {
     if (!state.ended) setStatus('running');
     note(event, `resumed (${data.reason})`);
+  },
+  'approval.requested': (event, data) => {
+    const entry = toolBlock(event.iteration, data);
+    entry.status.textContent = 'awaits approval';
+    entry.status.className = 'wait';
+    entry.right.textContent = `${data.effect} · expires ${new Date(data.expires_at).toLocaleString()}`;
+    if (!entry.approval && !entry.decided) approvalBox(entry, data.tool_call_id);
+  },
+  'approval.decided': (event, data) => {
+    const entry = toolOf(data.tool_call_id);
+    if (!entry) return;
+    entry.decided = true;
+    const by = data.by ? ` by ${data.by}` : '';
+    const reason = data.reason ? `: ${data.reason}` : '';
+    entry.status.textContent = `${data.decision}${by}`;
+    entry.status.className = data.decision === 'approve' || data.decision === 'edit' ? 'ok' : 'bad';
+    entry.right.textContent = reason.slice(2);
+    if (data.arguments) entry.root.append(el('pre', null, `edited ${json(data.arguments)}`));
+    if (entry.approval) entry.approval.remove();
+    entry.approval = null;
   },
   'input.injected': (event, data) => note(event, `guidance: ${data.text}`),
   'budget.warning': (event, data) => note(event, `budget: ${data.limit} at ${data.used} of ${data.max}`),
