@@ -107,6 +107,9 @@ enum Command {
     },
     /// Delete ended tasks older than an age, with their whole trace.
     Prune(cli::prune::PruneArgs),
+    /// Re-enqueue ended tasks (by status, fail reason and age) as new tasks that point at
+    /// their originals, at a bounded rate.
+    Replay(cli::replay::ReplayArgs),
     /// List every tool a worker would offer (built-in and MCP) with its source.
     Tools,
     /// Print the AsyncAPI 3 document of the broker interface (tasks, control messages,
@@ -257,6 +260,7 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             cli::control::send(&settings, ControlMessage::Resume(resume)).await
         }
         Command::Prune(args) => cli::prune::run(&settings, &args).await,
+        Command::Replay(args) => cli::replay::run(&settings, &args).await,
         Command::Tools => cli::tools::run(&settings).await,
         Command::Asyncapi { check } => cli::asyncapi::run(check.as_deref()),
     }

@@ -5,6 +5,7 @@ pub mod asyncapi;
 pub mod cancel;
 pub mod control;
 pub mod prune;
+pub mod replay;
 pub mod submit;
 pub mod telemetry;
 pub mod tools;

@@ -70,7 +70,8 @@ pub struct Task {
     iterations: i32,
     answer: Option<String>,
     error: Option<String>,
-    /// max_iteration, llm_error, rejected, internal, delivery_limit or budget.
+    /// max_iteration, llm_error, rejected, internal, delivery_limit, budget or
+    /// approval_expired.
     fail_reason: Option<String>,
     /// The plan steps (step_id, description, status).
     #[schema(value_type = Option<Vec<Object>>)]
@@ -86,6 +87,10 @@ pub struct Task {
     cost_usd: Option<f64>,
     /// Tool calls run.
     tool_call_count: i64,
+    /// The task this one was forked or replayed from (`agentd replay`), if any.
+    forked_from_task_id: Option<Uuid>,
+    /// The recursion it starts from (0 for a replay).
+    forked_from_iteration: Option<i32>,
 }
 
 /// One recursion of a task (`store::trace::RecursionRow`).
@@ -221,6 +226,8 @@ mod tests {
             completion_tokens: 0,
             cost_usd: None,
             tool_call_count: 0,
+            forked_from_task_id: None,
+            forked_from_iteration: None,
         };
         assert_eq!(schema_fields("Task"), json_fields(&task));
         let recursion = trace::RecursionRow {

@@ -8,6 +8,7 @@ pub mod ledger;
 pub mod outbox;
 pub mod prune;
 pub mod reconcile;
+pub mod replay;
 pub mod replies;
 pub mod step;
 pub mod tasks;

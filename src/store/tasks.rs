@@ -60,12 +60,17 @@ pub struct TaskRow {
     pub completion_tokens: i64,
     pub cost_usd: Option<f64>,
     pub tool_call_count: i64,
+    /// The task this one was forked or replayed from, and the recursion it starts from
+    /// (0 for a replay).
+    pub forked_from_task_id: Option<Uuid>,
+    pub forked_from_iteration: Option<i32>,
 }
 
 /// The columns of [`TaskRow`], in its order (every query that reads task rows selects these).
 pub const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, iterations, \
      answer, error, fail_reason, plan, created_at, started_at, finished_at, wait_reason, \
-     prompt_tokens, completion_tokens, cost_usd, tool_call_count";
+     prompt_tokens, completion_tokens, cost_usd, tool_call_count, forked_from_task_id, \
+     forked_from_iteration";
 
 /// Inserts the task as `pending` unless a row with its id exists. Returns whether it was new.
 pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<bool> {

@@ -242,6 +242,12 @@ function showTaskRow(task) {
     parts.push(`$${Number(task.cost_usd).toFixed(4)}`);
   }
   if (task.status === 'waiting' && task.wait_reason) parts.push(`waiting: ${task.wait_reason}`);
+  if (task.forked_from_task_id) {
+    const from = task.forked_from_iteration
+      ? `forked from ${task.forked_from_task_id} at recursion ${task.forked_from_iteration}`
+      : `replay of ${task.forked_from_task_id}`;
+    parts.push(from);
+  }
   $('task-meta').textContent = parts.join(' · ');
 }
 
