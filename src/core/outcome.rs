@@ -84,6 +84,8 @@ pub enum WaitReason {
     Budget,
     /// Gated tool calls wait for a person's decision (CONTRACT §7).
     Approval,
+    /// Another turn of the task's conversation runs (CONTRACT §10).
+    Conversation,
 }
 
 impl WaitReason {
@@ -93,6 +95,7 @@ impl WaitReason {
             Self::Paused => "paused",
             Self::Budget => "budget",
             Self::Approval => "approval",
+            Self::Conversation => "conversation",
         }
     }
 }

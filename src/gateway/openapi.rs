@@ -177,6 +177,9 @@ pub struct Agent {
     approval_timeout_secs: Option<i32>,
     /// `reject` (null: the default) or `fail` when a request expires.
     on_approval_expiry: Option<String>,
+    /// `enqueue` (null: the default; a new turn of a conversation waits for the running
+    /// one) or `reject`.
+    conversation_policy: Option<String>,
 }
 
 #[cfg(test)]
@@ -283,6 +286,7 @@ mod tests {
             approval_tools: None,
             approval_timeout_secs: None,
             on_approval_expiry: None,
+            conversation_policy: None,
         };
         assert_eq!(schema_fields("Agent"), json_fields(&agent));
     }

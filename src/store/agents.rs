@@ -24,6 +24,8 @@ pub struct Agent {
     pub approval_timeout_secs: Option<i32>,
     /// `reject` (default) or `fail` when a request expires.
     pub on_approval_expiry: Option<String>,
+    /// `enqueue` (default: a new turn waits for the running one) or `reject` (CONTRACT §10).
+    pub conversation_policy: Option<String>,
 }
 
 impl Agent {
@@ -46,7 +48,7 @@ impl Agent {
 /// The columns of [`Agent`], in its order (every query that reads agents selects these).
 pub const AGENT_COLUMNS: &str = "agent_id, name, model, max_iteration, tools, \
      context_budget_tokens, created_at, budget, approval_tools, approval_timeout_secs, \
-     on_approval_expiry";
+     on_approval_expiry, conversation_policy";
 
 /// What `agentd agent create` inserts.
 #[derive(Debug, Clone)]

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod approvals;
+pub mod conversations;
 pub mod events;
 pub mod ledger;
 pub mod outbox;

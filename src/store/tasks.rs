@@ -334,8 +334,9 @@ pub async fn get(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<TaskRow>> 
     .await
 }
 
-/// The earlier turns of a conversation (tasks with the same conversation_id created before
-/// `task_id`), the newest `limit` of them, oldest first.
+/// The earlier turns of a conversation: its other tasks that ended (rejected ones aside),
+/// the `limit` that ended last, in the order they ended. Turns run one at a time
+/// (`conversation_policy`), so these are the turns that ran before this one.
 pub async fn conversation_turns(
     pool: &PgPool,
     conversation_id: Uuid,
@@ -344,11 +345,11 @@ pub async fn conversation_turns(
 ) -> sqlx::Result<Vec<crate::core::machine::ConversationTurn>> {
     let rows: Vec<(Uuid, Option<String>, Option<String>, String)> = sqlx::query_as(
         "SELECT task_id, input, answer, status FROM ( \
-             SELECT task_id, input, answer, status, created_at FROM tasks \
-             WHERE conversation_id = $1 AND task_id <> $2 \
-               AND created_at <= (SELECT created_at FROM tasks WHERE task_id = $2) \
-             ORDER BY created_at DESC LIMIT $3) AS recent \
-         ORDER BY created_at",
+             SELECT task_id, input, answer, status, finished_at FROM tasks \
+             WHERE conversation_id = $1 AND task_id <> $2 AND finished_at IS NOT NULL \
+               AND status <> 'rejected' \
+             ORDER BY finished_at DESC LIMIT $3) AS recent \
+         ORDER BY finished_at",
     )
     .bind(conversation_id)
     .bind(task_id)

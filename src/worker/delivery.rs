@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use super::conversations::{self, Admission};
 use super::deps::WorkerDeps;
 use super::events::EventLog;
 use super::intake::{Rejection, TaskSpec, parse_task};
@@ -120,12 +121,24 @@ async fn run(
     if inserted && let Err(reason) = budget_of(deps, spec, &agent) {
         return Ok(reject_taken(deps, spec, reason).await);
     }
-    let taken = match inserted {
-        true => Some(fresh(task_info(deps, spec, &agent).await?, spec, &agent)),
+    let start = match inserted {
+        true => Some(Start::Fresh { last_seq: 0 }),
         false => take(deps, spec, &agent, shutdown).await?,
     };
-    let taken = match taken {
-        Some(taken) => taken,
+    let taken = match start {
+        Some(Start::Fresh { last_seq }) => {
+            // One turn at a time per conversation (CONTRACT §10).
+            match conversations::admit(deps, spec.task_id, spec.conversation_id, &agent).await? {
+                Admission::Run => {}
+                Admission::Parked => return Ok(Handled::Finished),
+                Admission::Rejected(_) => {
+                    deps.replies.ended(spec.task_id);
+                    return Ok(Handled::Finished);
+                }
+            }
+            fresh(task_info(deps, spec, &agent).await?, spec, &agent, last_seq)
+        }
+        Some(Start::Resumed(taken)) => *taken,
         None if shutdown.is_cancelled() => return Ok(Handled::Released),
         None => return Ok(Handled::Duplicate),
     };
@@ -139,6 +152,7 @@ async fn run(
     match end? {
         RunEnd::Finished(_) => {
             deps.replies.ended(spec.task_id);
+            conversations::turn_ended(deps, spec.conversation_id).await;
             Ok(Handled::Finished)
         }
         RunEnd::Waiting => Ok(Handled::Finished),
@@ -151,6 +165,15 @@ async fn run(
     }
 }
 
+/// How a task this worker took starts.
+enum Start {
+    /// From nothing; `last_seq`: events it has stored already (a parked turn's
+    /// `task.waiting`).
+    Fresh { last_seq: i64 },
+    /// From its checkpoint.
+    Resumed(Box<Taken>),
+}
+
 /// Claims a task whose row existed. While another live worker holds it (a redelivery while its first
 /// consumer still runs it), waits: the holder either finishes it (then this message is a
 /// duplicate) or dies (its lease expires and this worker resumes it). `None`: nothing to run.
@@ -159,21 +182,21 @@ async fn take(
     spec: &TaskSpec,
     agent: &Agent,
     shutdown: &CancellationToken,
-) -> anyhow::Result<Option<Taken>> {
+) -> anyhow::Result<Option<Start>> {
     let poll = Duration::from_secs_f64((deps.lease_secs / 4.0).clamp(0.05, 5.0));
     loop {
         let claim =
             store::tasks::claim(&deps.pool, spec.task_id, deps.worker_id, deps.lease_secs).await?;
         match claim {
             Claim::Fresh => {
-                return Ok(Some(fresh(
-                    task_info(deps, spec, agent).await?,
-                    spec,
-                    agent,
-                )));
+                // A turn freed by its conversation has stored `task.waiting` already.
+                let mut conn = deps.pool.acquire().await?;
+                let last_seq = store::events::last_seq(&mut conn, spec.task_id).await?;
+                return Ok(Some(Start::Fresh { last_seq }));
             }
             Claim::Resume(point) => {
-                return resume(deps, spec, agent, point).await.map(Some);
+                let taken = resume(deps, spec, agent, point).await?;
+                return Ok(Some(Start::Resumed(Box::new(taken))));
             }
             Claim::Ended(_) => {
                 tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
@@ -280,9 +303,9 @@ async fn reject_taken(deps: &WorkerDeps, spec: &TaskSpec, reason: String) -> Han
     Handled::Rejected(reason)
 }
 
-fn fresh(info: TaskInfo, spec: &TaskSpec, agent: &Agent) -> Taken {
+fn fresh(info: TaskInfo, spec: &TaskSpec, agent: &Agent, last_seq: i64) -> Taken {
     let machine = Machine::new(info);
-    let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), 0);
+    let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), last_seq);
     let started = TaskStarted {
         input: spec.input.clone(),
         max_iteration: agent.max_iteration,
@@ -308,7 +331,7 @@ async fn resume(
 ) -> anyhow::Result<Taken> {
     let last_seq = store::events::last_seq(&mut *deps.pool.acquire().await?, spec.task_id).await?;
     if last_seq == 0 {
-        return Ok(fresh(task_info(deps, spec, agent).await?, spec, agent));
+        return Ok(fresh(task_info(deps, spec, agent).await?, spec, agent, 0));
     }
     let machine = match point
         .checkpoint

@@ -12,6 +12,7 @@ pub mod outbox;
 
 mod committer;
 mod control;
+mod conversations;
 mod deaths;
 mod delivery;
 mod llm_call;
@@ -107,7 +108,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// The loops a worker runs beside its consumer: control messages, dead letters, the
-/// reconciler, the outbox sweep and the approval expiry pass.
+/// reconciler, the outbox sweep, the conversation sweep and the approval expiry pass.
 fn spawn_sidecars(
     deps: &Arc<WorkerDeps>,
     settings: &Settings,
@@ -133,6 +134,12 @@ fn spawn_sidecars(
         deps.names.events_exchange.clone(),
         shutdown.clone(),
     )));
+    loops.push(conversations::spawn_sweep(
+        deps.pool.clone(),
+        deps.publisher.clone(),
+        deps.names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
     loops.push(approvals::spawn_expiry(
         deps.pool.clone(),
         deps.publisher.clone(),

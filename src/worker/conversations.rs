@@ -1,0 +1,154 @@
+//! One task at a time per conversation (CONTRACT §10, `agents.conversation_policy`). A new
+//! turn is admitted under the conversation's advisory lock: when another task of the
+//! conversation holds it, the turn is parked (`waiting`, reason `conversation`, its lease
+//! released and its message acknowledged; policy `enqueue`, the default) or ends `rejected`
+//! (policy `reject`). When a turn ends, the oldest parked one is freed and enqueued in the
+//! same transaction; it then starts like a new task and sees the earlier turns' answers. A
+//! sweep in every worker frees what a turn that ended elsewhere (or whose worker died) left
+//! parked.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::deps::WorkerDeps;
+use super::unheld::{self, Sink, store_events};
+use crate::amqp::Publisher;
+use crate::contract::events::{EventData, TaskWaiting};
+use crate::core::machine::WaitReason;
+use crate::store::{agents::Agent, conversations};
+
+/// How often a worker looks for parked turns of idle conversations.
+const SWEEP_PERIOD: Duration = Duration::from_secs(2);
+/// A parked turn younger than this is left to the turn that ends (it frees it at once).
+const SWEEP_GRACE_SECS: f64 = 1.0;
+
+/// What admission decided about a new turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The conversation is free (or the task has none): run it.
+    Run,
+    /// Parked until the conversation is free; its message can be acknowledged.
+    Parked,
+    /// Ended `rejected` (policy `reject`) with this reason.
+    Rejected(String),
+}
+
+/// Admits the new turn `task_id` (held by this worker) of `conversation_id`.
+pub async fn admit(
+    deps: &WorkerDeps,
+    task_id: Uuid,
+    conversation_id: Option<Uuid>,
+    agent: &Agent,
+) -> anyhow::Result<Admission> {
+    let Some(conversation_id) = conversation_id else {
+        return Ok(Admission::Run);
+    };
+    let mut tx = deps.pool.begin().await?;
+    conversations::lock(&mut tx, conversation_id).await?;
+    let Some(holder) = conversations::active_other(&mut tx, conversation_id, task_id).await? else {
+        tx.commit().await?;
+        return Ok(Admission::Run);
+    };
+    if agent.conversation_policy.as_deref() == Some("reject") {
+        tx.commit().await?;
+        let reason = format!(
+            "conversation {conversation_id} has a task in progress ({holder}) and the agent's \
+             conversation_policy is reject"
+        );
+        unheld::reject_taken(deps, task_id, Some(agent.agent_id), &reason).await?;
+        return Ok(Admission::Rejected(reason));
+    }
+    if conversations::park(&mut tx, task_id, deps.worker_id)
+        .await?
+        .is_none()
+    {
+        // The lease is gone: whoever holds the task now decides.
+        tx.rollback().await?;
+        return Ok(Admission::Parked);
+    }
+    tracing::info!(%task_id, %conversation_id, %holder, "turn waits for its conversation");
+    let waiting = EventData::TaskWaiting(TaskWaiting {
+        reason: WaitReason::Conversation,
+        tool_call_ids: Vec::new(),
+    });
+    let sink = Sink::of(deps);
+    store_events(sink, tx, task_id, Some(agent.agent_id), 0, vec![waiting]).await?;
+    Ok(Admission::Parked)
+}
+
+/// Frees the next parked turn of `conversation_id` if nothing holds the conversation.
+pub async fn free_next(
+    pool: &PgPool,
+    publisher: &Publisher,
+    tasks_queue: &str,
+    conversation_id: Uuid,
+) -> anyhow::Result<bool> {
+    let mut tx = pool.begin().await?;
+    conversations::lock(&mut tx, conversation_id).await?;
+    let Some(next) = conversations::free_next(&mut tx, conversation_id).await? else {
+        tx.rollback().await?;
+        return Ok(false);
+    };
+    let Some(message) = super::reconcile::message_of(&next) else {
+        tx.rollback().await?;
+        anyhow::bail!("parked task {} has no agent or input", next.task_id);
+    };
+    // Enqueued before the commit: its claim waits on the row until then.
+    publisher
+        .publish_task(tasks_queue, &serde_json::to_vec(&message)?)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(task_id = %next.task_id, %conversation_id, "next turn of the conversation freed");
+    Ok(true)
+}
+
+/// After a turn ended here: frees the next one (the sweep retries if this fails).
+pub async fn turn_ended(deps: &WorkerDeps, conversation_id: Option<Uuid>) {
+    let Some(conversation_id) = conversation_id else {
+        return;
+    };
+    let (pool, publisher) = (&deps.pool, &deps.publisher);
+    if let Err(err) = free_next(pool, publisher, &deps.names.tasks_queue, conversation_id).await {
+        tracing::warn!(%conversation_id, error = %format!("{err:#}"), "next turn not freed yet");
+    }
+}
+
+/// Frees parked turns of idle conversations every [`SWEEP_PERIOD`] until `stop`.
+pub fn spawn_sweep(
+    pool: PgPool,
+    publisher: Publisher,
+    tasks_queue: String,
+    stop: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(SWEEP_PERIOD) => {}
+            }
+            let pass = sweep_once(&pool, &publisher, &tasks_queue);
+            let done = tokio::select! {
+                () = stop.cancelled() => return,
+                done = pass => done,
+            };
+            if let Err(err) = done {
+                tracing::warn!(error = %format!("{err:#}"), "the conversation sweep failed");
+            }
+        }
+    })
+}
+
+async fn sweep_once(pool: &PgPool, publisher: &Publisher, tasks_queue: &str) -> anyhow::Result<()> {
+    let parked = {
+        let mut conn = pool.acquire().await?;
+        conversations::with_parked(&mut conn, SWEEP_GRACE_SECS, 100).await?
+    };
+    for conversation_id in parked {
+        free_next(pool, publisher, tasks_queue, conversation_id).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! One task at a time per conversation (CONTRACT §10, `agents.conversation_policy`) with
+//! real workers, the fake LLM over HTTP, RabbitMQ and PostgreSQL: turns of one conversation
+//! published together never run at once, even on two workers, each later turn sees the
+//! earlier turns' answers, a parked turn can be cancelled, and the `reject` policy ends a
+//! turn that arrives while another runs.
+
+#[allow(dead_code)]
+mod support;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use support::fake_llm::{FakeReply, answer_reply};
+use support::harness::TestEnv;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+async fn publish_turn(env: &TestEnv, agent: Uuid, conversation: Uuid, input: &str) -> Uuid {
+    let task_id = Uuid::now_v7();
+    let body = json!({"task_id": task_id, "agent_id": agent, "input": input,
+                      "conversation_id": conversation});
+    env.publish_raw(body.to_string().as_bytes()).await;
+    task_id
+}
+
+fn ts(event: &Value) -> DateTime<Utc> {
+    event["ts"].as_str().unwrap().parse().expect("ts")
+}
+
+#[tokio::test]
+async fn turns_published_together_run_one_at_a_time_on_two_workers_and_see_each_other() {
+    let env = TestEnv::start().await;
+    // A second worker in this process: the turns are spread over both.
+    let second_stop = CancellationToken::new();
+    let second = tokio::spawn(agentd::worker::run(
+        env.settings.clone(),
+        second_stop.clone(),
+    ));
+    let agent = env.agent(None, None).await;
+    let conversation = Uuid::now_v7();
+    let slow = Duration::from_millis(300);
+    let markers = ["turn-a", "turn-b", "turn-c"];
+    for marker in markers {
+        env.fake.script(
+            marker,
+            vec![answer_reply(&format!("answer of {marker}")).with_delay(slow)],
+        );
+    }
+    let mut tasks = Vec::new();
+    for marker in markers {
+        tasks.push(publish_turn(&env, agent, conversation, &format!("{marker}: go")).await);
+    }
+    // Each turn's span from task.started to its end, from its stored events.
+    let mut spans = Vec::new();
+    for task_id in &tasks {
+        assert_eq!(env.wait_terminal(*task_id).await.status, "completed");
+        let events = env.stored_events(*task_id).await;
+        let started = events.iter().find(|e| e["type"] == "task.started").unwrap();
+        spans.push((ts(started), ts(events.last().unwrap()), *task_id));
+    }
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(
+            pair[0].1 <= pair[1].0,
+            "turn {} started at {} before turn {} ended at {}",
+            pair[1].2,
+            pair[1].0,
+            pair[0].2,
+            pair[0].1
+        );
+    }
+    // Two of the three waited for their turn, and each later turn saw the earlier answers.
+    let parked: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM events WHERE task_id = ANY($1) AND type = 'task.waiting' \
+           AND payload -> 'data' ->> 'reason' = 'conversation'",
+    )
+    .bind(&tasks)
+    .fetch_one(&env.pool)
+    .await
+    .expect("parked");
+    assert!(parked >= 2, "{parked} turns parked");
+    for (index, (_, _, task_id)) in spans.iter().enumerate() {
+        let marker = markers[tasks.iter().position(|t| t == task_id).unwrap()];
+        let state = env.fake.requests_for(marker)[0].system_state().unwrap();
+        let seen = state["context"]["conversation"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert_eq!(
+            seen, index,
+            "turn {index} ({marker}) saw {seen} earlier turns"
+        );
+        if index > 0 {
+            let earlier = &state["context"]["conversation"][index - 1];
+            assert_eq!(earlier["status"], "completed");
+            assert!(
+                earlier["answer"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("answer of turn-")
+            );
+        }
+    }
+    second_stop.cancel();
+    let _ = second.await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_parked_turn_is_cancelled_within_a_second_and_the_reject_policy_refuses_a_second_turn() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let conversation = Uuid::now_v7();
+    env.fake.script(
+        "long-turn",
+        vec![answer_reply("done").with_delay(Duration::from_millis(1500))],
+    );
+    env.fake.script("parked-turn", vec![answer_reply("never")]);
+    let first = publish_turn(&env, agent, conversation, "long-turn: go").await;
+    let mut waited = 0;
+    while env.fake.requests_for("long-turn").is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+        assert!(waited < 1000, "the first turn did not start");
+    }
+    let parked = publish_turn(&env, agent, conversation, "parked-turn: go").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reason: Option<String> =
+            sqlx::query_scalar("SELECT wait_reason FROM tasks WHERE task_id = $1")
+                .bind(parked)
+                .fetch_optional(&env.pool)
+                .await
+                .expect("row")
+                .flatten();
+        if reason.as_deref() == Some("conversation") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second turn was not parked"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    env.assert_cancels_within_a_second(parked).await;
+    assert!(env.fake.requests_for("parked-turn").is_empty());
+    assert_eq!(env.wait_terminal(first).await.status, "completed");
+
+    // reject: a turn arriving while another runs ends rejected, and the first is unharmed.
+    sqlx::query("UPDATE agents SET conversation_policy = 'reject' WHERE agent_id = $1")
+        .bind(agent)
+        .execute(&env.pool)
+        .await
+        .expect("policy");
+    let conversation = Uuid::now_v7();
+    env.fake.script(
+        "slow-turn",
+        vec![answer_reply("first").with_delay(Duration::from_millis(800))],
+    );
+    env.fake.script(
+        "refused-turn",
+        vec![FakeReply::status(500, "must not be called")],
+    );
+    let running = publish_turn(&env, agent, conversation, "slow-turn: go").await;
+    while env.fake.requests_for("slow-turn").is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let refused = publish_turn(&env, agent, conversation, "refused-turn: go").await;
+    let events = env.published_events(refused).await;
+    let task = env.wait_terminal(refused).await;
+    assert_eq!(task.status, "rejected");
+    assert!(
+        task.error
+            .as_deref()
+            .unwrap()
+            .contains("conversation_policy"),
+        "{:?}",
+        task.error
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "task.failed");
+    assert_eq!(last["data"]["reason"], "rejected");
+    assert!(env.fake.requests_for("refused-turn").is_empty());
+    assert_eq!(env.wait_terminal(running).await.status, "completed");
+    // Once the conversation is idle, a new turn runs.
+    env.fake.script("later-turn", vec![answer_reply("later")]);
+    let later = publish_turn(&env, agent, conversation, "later-turn: go").await;
+    assert_eq!(env.wait_terminal(later).await.status, "completed");
+    env.stop().await;
+}
