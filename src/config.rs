@@ -143,6 +143,9 @@ pub struct LlmConfig {
     pub timeout_ms: u64,
     pub connect_timeout_ms: u64,
     pub retry: RetryPolicy,
+    /// Provider rate limits shared by every worker (`[[llm.limits]]`, CONTRACT §10).
+    #[serde(default)]
+    pub limits: Vec<crate::core::rate_limit::RateLimit>,
 }
 
 impl LlmConfig {
@@ -324,6 +327,9 @@ impl Settings {
             "worker.orphan_after_secs must be > 0"
         );
         validate_amqp_url(&self.amqp.url)?;
+        for limit in &self.llm.limits {
+            limit.validate().map_err(anyhow::Error::msg)?;
+        }
         self.tools.validate()?;
         self.metrics.address()?;
         self.retention.validate()?;
@@ -390,5 +396,23 @@ mod tests {
             .expect("the model's price");
         assert_eq!((price.input_per_mtok, price.output_per_mtok), (0.4, 1.6));
         assert!(load_with("").expect("defaults").prices.is_empty());
+    }
+
+    #[test]
+    fn rate_limits_load_from_a_file_and_are_checked() {
+        let text = "[[llm.limits]]\nmodel = \"gpt-4o*\"\nrpm = 500\ntpm = 200000\n\n\
+                    [[llm.limits]]\nmodel = \"*\"\nrpm = 60\nwindow_secs = 10\n";
+        let settings = load_with(text).expect("limits");
+        let limits = &settings.llm.limits;
+        assert_eq!(limits.len(), 2);
+        assert_eq!((limits[0].rpm, limits[0].tpm), (Some(500), Some(200_000)));
+        assert_eq!(limits[0].window_secs, 60.0);
+        assert_eq!(limits[1].window_secs, 10.0);
+        assert!(load_with("").expect("defaults").llm.limits.is_empty());
+        let error = load_with("[[llm.limits]]\nmodel = \"m\"\n").unwrap_err();
+        assert!(
+            format!("{error:#}").contains("rpm, tpm or both"),
+            "{error:#}"
+        );
     }
 }

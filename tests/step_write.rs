@@ -68,6 +68,7 @@ fn step_with(task_id: Uuid, owner: Uuid, iteration: u32, progress: Progress) -> 
             error: None,
             model: "m".into(),
             cost_usd: Some(0.25),
+            queued_ms: None,
         }],
         max_result_chars: 100,
         tool_meta: Vec::new(),

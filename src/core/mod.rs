@@ -15,6 +15,7 @@ mod plan;
 pub mod prompt;
 #[cfg(test)]
 mod prop_tests;
+pub mod rate_limit;
 mod reasoning;
 pub mod record;
 pub mod retry;

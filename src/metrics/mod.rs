@@ -173,6 +173,13 @@ pub fn observe_llm_cost(model: &str, cost_usd: f64) {
     counter!(LLM_COST, "model" => model.to_owned()).increment(micro);
 }
 
+/// Counts the time an LLM attempt waited for its rate-limit bucket (also when it did not
+/// wait, so the series exists once a limit is configured).
+pub fn observe_llm_throttled(bucket: &str, waited: std::time::Duration) {
+    let ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+    counter!(LLM_THROTTLED, "bucket" => bucket.to_owned()).increment(ms);
+}
+
 /// `http_<3 digits>` and short lowercase classes pass; anything else is `other`.
 fn llm_status_label(status: &str) -> String {
     let plain = status.len() <= 24

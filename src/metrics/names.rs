@@ -25,6 +25,9 @@ pub const LLM_DURATION: &str = "agentd_llm_call_duration_seconds";
 pub const LLM_TOKENS: &str = "agentd_llm_tokens_total";
 /// Counter {model}: cost of LLM attempts in millionths of a USD, from the price table.
 pub const LLM_COST: &str = "agentd_llm_cost_microusd_total";
+/// Counter {bucket}: milliseconds LLM attempts waited for a provider rate limit
+/// (`[[llm.limits]]`).
+pub const LLM_THROTTLED: &str = "agentd_llm_throttled_milliseconds_total";
 /// Counter {limit, action}: budget limits reached (`budget.exceeded`).
 pub const BUDGET_BREACHES: &str = "agentd_budget_exceeded_total";
 /// Counter: LLM retries scheduled (`llm.retry`).
@@ -85,6 +88,10 @@ pub(super) fn describe() {
     describe_counter!(
         LLM_COST,
         "Cost of LLM attempts in millionths of a USD, by model"
+    );
+    describe_counter!(
+        LLM_THROTTLED,
+        "Milliseconds LLM attempts waited for a shared provider rate limit, by bucket"
     );
     describe_counter!(
         BUDGET_BREACHES,

@@ -8,6 +8,7 @@ pub mod events;
 pub mod ledger;
 pub mod outbox;
 pub mod prune;
+pub mod rate_limit;
 pub mod reconcile;
 pub mod replay;
 pub mod replies;

@@ -22,6 +22,8 @@ pub struct LlmCallRow {
     pub model: String,
     /// USD, when the model has a price and the provider reported usage.
     pub cost_usd: Option<f64>,
+    /// How long the attempt waited for its provider's rate limit (none without a limit).
+    pub queued_ms: Option<u64>,
 }
 
 /// A stored recursion, for `agentd trace`.

@@ -52,4 +52,6 @@ pub struct WorkerDeps {
     pub replies: Replies,
     /// USD per million tokens, by model (`[prices."MODEL"]`).
     pub prices: Arc<HashMap<String, Price>>,
+    /// Provider rate limits shared with every worker (`[[llm.limits]]`).
+    pub rate_limits: Arc<[crate::core::rate_limit::RateLimit]>,
 }

@@ -1,6 +1,11 @@
 //! One recursion's LLM call with retries: every attempt is an `llm_calls` row, every retry an
 //! `llm.retry` event, waits follow the core's retry policy (backon's exponential sequence,
 //! or the provider's Retry-After), and a cancel cuts an attempt or a wait at once.
+//!
+//! Under a provider rate limit (`[[llm.limits]]`, CONTRACT §10) every attempt first takes a
+//! slot in its model's bucket, shared by every worker through PostgreSQL, waiting (as long
+//! as needed, cancellable) until one is free; the wait is the attempt's `queued_ms`. A 429
+//! with Retry-After holds the whole bucket for that long, for every worker.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +16,8 @@ use super::interrupt::Interrupt;
 use super::task_run::TaskRun;
 use crate::contract::events::{EventData, LlmDelta, LlmRetry};
 use crate::core::machine::LlmCall;
-use crate::core::retry::RetryDecision;
+use crate::core::rate_limit::{RateLimit, estimate_tokens, limit_for};
+use crate::core::retry::{ErrorClass, RetryDecision};
 use crate::core::types::LlmReply;
 use crate::ports::{LlmError, LlmRequest};
 use crate::store::trace::LlmCallRow;
@@ -20,6 +26,8 @@ use crate::store::trace::LlmCallRow;
 const DELTA_FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// ...or as soon as this many bytes are waiting.
 const DELTA_FLUSH_BYTES: usize = 1024;
+/// A throttled attempt looks at its bucket again at least this often.
+const MAX_THROTTLE_NAP: Duration = Duration::from_secs(1);
 
 /// The reply, or the error that ends the task (retries exhausted or not retryable).
 pub type LlmResult = Result<LlmReply, String>;
@@ -33,13 +41,20 @@ impl TaskRun<'_> {
         let mut retries = 0u32;
         loop {
             let attempt = retries + 1;
+            let (slot, queued_ms) = match self.throttle(call).await? {
+                Ok(slot) => slot,
+                Err(interrupt) => return Ok(Err(interrupt)),
+            };
             let started = Instant::now();
             let result = match self.attempt(call, attempt).await? {
                 Ok(result) => result,
                 Err(interrupt) => return Ok(Err(interrupt)),
             };
             let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.record_attempt(call, attempt, latency_ms, &result);
+            if let Some(slot) = slot {
+                self.settle_slot(slot, &result).await;
+            }
+            self.record_attempt(call, attempt, latency_ms, queued_ms, &result);
             let error = match result {
                 Ok(reply) => return Ok(Ok(Ok(reply))),
                 Err(error) => error,
@@ -71,6 +86,83 @@ impl TaskRun<'_> {
                     retries += 1;
                 }
             }
+        }
+    }
+
+    /// Waits for a slot in the model's rate-limit bucket, if it has one: the slot (its
+    /// limit and log row) and how long the wait took, in milliseconds.
+    async fn throttle(
+        &mut self,
+        call: &LlmCall,
+    ) -> anyhow::Result<Result<(Option<(RateLimit, i64)>, Option<u64>), Interrupt>> {
+        let Some(limit) = limit_for(&self.deps.rate_limits, &self.model).cloned() else {
+            return Ok(Ok((None, None)));
+        };
+        let chars: usize = call
+            .messages
+            .iter()
+            .flat_map(|m| m.content.chunks())
+            .map(str::len)
+            .sum();
+        let tokens = estimate_tokens(chars);
+        // Waiters of one bucket spread their retries a little, per task.
+        let jitter =
+            Duration::from_millis(u64::try_from(self.task_id().as_u128() % 25).unwrap_or(0));
+        let started = Instant::now();
+        loop {
+            match crate::store::rate_limit::try_take(&self.deps.pool, &limit, tokens).await? {
+                Ok(id) => {
+                    let waited = started.elapsed();
+                    crate::metrics::observe_llm_throttled(limit.bucket(), waited);
+                    let queued_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+                    return Ok(Ok((Some((limit, id)), Some(queued_ms))));
+                }
+                Err(wait) => {
+                    let wait = wait.to_std().unwrap_or_default().min(MAX_THROTTLE_NAP) + jitter;
+                    if let Err(interrupt) = self.stops.guard(tokio::time::sleep(wait)).await {
+                        return Ok(Err(interrupt));
+                    }
+                }
+            }
+        }
+    }
+
+    /// After an attempt under a rate limit: its real token count replaces the estimate, and
+    /// a 429 holds the whole bucket for its Retry-After (or the policy's first delay).
+    async fn settle_slot(
+        &self,
+        (limit, id): (RateLimit, i64),
+        result: &Result<LlmReply, crate::ports::LlmError>,
+    ) {
+        let pool = &self.deps.pool;
+        let settled = match result {
+            Ok(reply) => {
+                let usage = reply.usage;
+                let tokens =
+                    usage.prompt_tokens.unwrap_or(0) + usage.completion_tokens.unwrap_or(0);
+                if tokens > 0 {
+                    crate::store::rate_limit::settle(pool, id, tokens).await
+                } else {
+                    Ok(())
+                }
+            }
+            Err(error) if error.status == Some(429) => {
+                let hold = match error.class {
+                    ErrorClass::RetryAfter(delay) => delay,
+                    _ => Duration::from_millis(self.deps.retry.initial_delay_ms),
+                };
+                let hold_ms = i64::try_from(hold.as_millis()).unwrap_or(i64::MAX);
+                tracing::warn!(
+                    bucket = limit.bucket(),
+                    hold_ms,
+                    "429: the whole bucket waits"
+                );
+                crate::store::rate_limit::block(pool, &limit, hold_ms).await
+            }
+            Err(_) => Ok(()),
+        };
+        if let Err(err) = settled {
+            tracing::warn!(bucket = limit.bucket(), error = %err, "rate-limit bucket not updated");
         }
     }
 
@@ -143,6 +235,7 @@ impl TaskRun<'_> {
         call: &LlmCall,
         attempt: u32,
         latency_ms: u64,
+        queued_ms: Option<u64>,
         result: &Result<LlmReply, crate::ports::LlmError>,
     ) {
         let (status, usage, error) = match result {
@@ -182,6 +275,7 @@ impl TaskRun<'_> {
             error,
             model: self.model.clone(),
             cost_usd,
+            queued_ms,
         });
     }
 }

@@ -84,6 +84,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         committer,
         replies,
         prices: Arc::new(settings.prices.clone()),
+        rate_limits: settings.llm.limits.clone().into(),
     })
 }
 

@@ -159,7 +159,17 @@ impl TestEnv {
 
     /// Waits until the task's row is terminal and returns it.
     pub async fn wait_terminal(&self, task_id: Uuid) -> store::tasks::TaskRow {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        self.wait_terminal_within(task_id, Duration::from_secs(30))
+            .await
+    }
+
+    /// Waits until the task's row is terminal, at most `limit`, and returns it.
+    pub async fn wait_terminal_within(
+        &self,
+        task_id: Uuid,
+        limit: Duration,
+    ) -> store::tasks::TaskRow {
+        let deadline = tokio::time::Instant::now() + limit;
         loop {
             let task = store::tasks::get(&self.pool, task_id)
                 .await
@@ -171,7 +181,7 @@ impl TestEnv {
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "task {task_id} did not end in 30 s"
+                "task {task_id} did not end in {limit:?}"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
