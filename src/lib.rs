@@ -24,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod core;
+pub mod fork;
 pub mod gateway;
 pub mod llm;
 pub mod metrics;

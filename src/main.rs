@@ -107,6 +107,17 @@ enum Command {
     },
     /// Delete ended tasks older than an age, with their whole trace.
     Prune(cli::prune::PruneArgs),
+    /// Fork a task from recursion N: a new task that starts from the state the original had
+    /// after recursion N - 1 (nothing before N runs again); prints the new task_id.
+    Fork {
+        task_id: Uuid,
+        /// The recursion the new task starts at.
+        #[arg(long = "from")]
+        from_iteration: i32,
+        /// The new task's input (default: the original's).
+        #[arg(long)]
+        input: Option<String>,
+    },
     /// Re-enqueue ended tasks (by status, fail reason and age) as new tasks that point at
     /// their originals, at a bounded rate.
     Replay(cli::replay::ReplayArgs),
@@ -261,6 +272,11 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
         }
         Command::Prune(args) => cli::prune::run(&settings, &args).await,
         Command::Replay(args) => cli::replay::run(&settings, &args).await,
+        Command::Fork {
+            task_id,
+            from_iteration,
+            input,
+        } => cli::fork(&settings, task_id, from_iteration, input).await,
         Command::Tools => cli::tools::run(&settings).await,
         Command::Asyncapi { check } => cli::asyncapi::run(check.as_deref()),
     }

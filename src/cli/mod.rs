@@ -98,3 +98,27 @@ pub async fn agent_list(settings: &Settings) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `agentd fork ID --from N [--input TEXT]`: creates and enqueues the fork, prints its id.
+pub async fn fork(
+    settings: &Settings,
+    task_id: uuid::Uuid,
+    from_iteration: i32,
+    input: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let pool = store::prepare(&settings.database.url, 2).await?;
+    let publisher = crate::amqp::connect_declared(settings).await?;
+    let forked =
+        crate::fork::fork_task(&pool, &publisher, settings, task_id, from_iteration, input).await;
+    publisher.broker().close().await;
+    match forked? {
+        Ok(new_id) => {
+            println!("{new_id}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(problem) => {
+            eprintln!("agentd: cannot fork: {problem}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

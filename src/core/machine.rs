@@ -396,5 +396,9 @@ mod fit;
 /// The budget check before each LLM call.
 mod breach;
 
+/// Rebuilding a machine from recorded recursions (fork).
+mod rebuild;
+pub use rebuild::PastRecursion;
+
 #[cfg(test)]
 mod tests;

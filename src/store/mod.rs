@@ -5,6 +5,7 @@ pub mod agents;
 pub mod approvals;
 pub mod conversations;
 pub mod events;
+pub mod fork;
 pub mod ledger;
 pub mod outbox;
 pub mod prune;

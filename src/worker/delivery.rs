@@ -304,7 +304,11 @@ async fn reject_taken(deps: &WorkerDeps, spec: &TaskSpec, reason: String) -> Han
 }
 
 fn fresh(info: TaskInfo, spec: &TaskSpec, agent: &Agent, last_seq: i64) -> Taken {
-    let machine = Machine::new(info);
+    started(Machine::new(info), spec, agent, last_seq)
+}
+
+/// A task's first run with `machine` (new, or a fork's rebuilt one): `task.started` first.
+fn started(machine: Machine, spec: &TaskSpec, agent: &Agent, last_seq: i64) -> Taken {
     let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), last_seq);
     let started = TaskStarted {
         input: spec.input.clone(),
@@ -331,7 +335,16 @@ async fn resume(
 ) -> anyhow::Result<Taken> {
     let last_seq = store::events::last_seq(&mut *deps.pool.acquire().await?, spec.task_id).await?;
     if last_seq == 0 {
-        return Ok(fresh(task_info(deps, spec, agent).await?, spec, agent, 0));
+        // Nothing published yet: a fork (its machine rebuilt by whoever created it, CONTRACT
+        // §10) starts from its checkpoint with `task.started`; anything else from nothing.
+        let forked = point
+            .checkpoint
+            .as_deref()
+            .map(serde_json::from_str::<Machine>);
+        return Ok(match forked {
+            Some(Ok(machine)) => started(machine, spec, agent, 0),
+            _ => fresh(task_info(deps, spec, agent).await?, spec, agent, 0),
+        });
     }
     let machine = match point
         .checkpoint

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod approvals;
+pub mod fork;
 pub mod steering;
 pub mod tasks;
 
@@ -27,6 +28,7 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(steering::resume_task))
         .routes(routes!(steering::inject_task))
         .routes(routes!(steering::task_state))
+        .routes(routes!(fork::fork))
         .routes(routes!(approvals::decide_call))
         .routes(routes!(approvals::list_approvals))
         .routes(routes!(agents::list_agents, agents::create_agent))

@@ -1,0 +1,91 @@
+//! `POST /v1/tasks/{task_id}/fork` (CONTRACT §10): a new task from recursion N of another,
+//! answered like `POST /v1/tasks`. The work is [`crate::fork::fork_task`], shared with
+//! `agentd fork`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::tasks::TaskAccepted;
+use crate::fork::{ForkError, fork_task};
+use crate::gateway::AppState;
+use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::store::tasks::status;
+
+/// Body of `POST /v1/tasks/{task_id}/fork`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkBody {
+    /// The recursion the new task starts at (1 to the recursions the original ran): it
+    /// starts from the state the original had after recursion `from_iteration - 1`.
+    pub from_iteration: i32,
+    /// The new task's input (default: the original's).
+    #[serde(default)]
+    pub input: Option<String>,
+}
+
+/// Forks a task: a new task that starts from the state the original had after recursion
+/// `from_iteration - 1`, without running anything before it again.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{task_id}/fork",
+    tag = "tasks",
+    params(("task_id" = Uuid, Path, description = "The original task")),
+    request_body = ForkBody,
+    responses(
+        (status = 202, description = "The fork was published; follow events_url", body = TaskAccepted,
+         headers(("location" = String, description = "The new task's URL"))),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "No such task (task_not_found)", body = ErrorBody),
+        (status = 409, description = "The task cannot be forked there (not_forkable)", body = ErrorBody),
+        (status = 422, description = "from_iteration out of range", body = ErrorBody),
+        (status = 503, description = "The broker did not take it", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn fork(
+    State(state): State<AppState>,
+    ApiPath(task_id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<ForkBody>,
+) -> Result<Response, ApiError> {
+    let forked = fork_task(
+        state.pool(),
+        state.publisher(),
+        state.settings(),
+        task_id,
+        body.from_iteration,
+        body.input,
+    )
+    .await
+    .map_err(|err| ApiError::broker_unavailable(&err))?;
+    let new_id = match forked {
+        Ok(new_id) => new_id,
+        Err(ForkError::NotFound(_)) => {
+            return Err(ApiError::not_found(
+                "task_not_found",
+                format!("no task {task_id}"),
+            ));
+        }
+        Err(ForkError::BadIteration(problem)) => return Err(ApiError::invalid_body(problem)),
+        Err(ForkError::Unforkable(problem)) => {
+            return Err(ApiError::new(StatusCode::CONFLICT, "not_forkable", problem));
+        }
+    };
+    let task_url = format!("/v1/tasks/{new_id}");
+    let accepted = TaskAccepted {
+        task_id: new_id,
+        status: status::PENDING,
+        events_url: format!("{task_url}/events"),
+        task_url: task_url.clone(),
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, task_url)],
+        Json(accepted),
+    )
+        .into_response())
+}
