@@ -60,6 +60,16 @@ async fn wait_status(env: &TestEnv, task_id: Uuid, status: &str) {
     }
 }
 
+/// The published stream after dedupe by `(task_id, seq)`: delivery is at least once, so
+/// an event published by the decider may be published again by the worker that resumes.
+fn dedupe(events: Vec<Value>) -> Vec<Value> {
+    let mut seen = std::collections::HashSet::new();
+    events
+        .into_iter()
+        .filter(|e| seen.insert(e["seq"].as_i64()))
+        .collect()
+}
+
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
@@ -237,7 +247,7 @@ async fn each_decision_kind_reaches_the_model_and_ungated_calls_run_with_the_app
     let last = decide_now(&env, task_id, "call_4", &respond).await;
     assert_eq!(last, Decided::Recorded { resumed: true });
 
-    let events = env.published_events(task_id).await;
+    let events = dedupe(env.published_events(task_id).await);
     let task = env.wait_terminal(task_id).await;
     assert_eq!(task.status, "completed");
     assert_eq!(task.answer.as_deref(), Some("decided"));
@@ -361,7 +371,7 @@ async fn the_first_of_two_racing_decisions_wins() {
     // A third, later decision changes nothing either.
     let again = decide_now(&env, task_id, "call_1", &approve).await;
     assert_eq!(again, Decided::AlreadyDecided(winner.clone()));
-    let events = env.published_events(task_id).await;
+    let events = dedupe(env.published_events(task_id).await);
     assert_eq!(env.wait_terminal(task_id).await.status, "completed");
     let decided = of_type(&events, "approval.decided");
     assert_eq!(decided.len(), 1);
@@ -389,7 +399,7 @@ async fn an_expired_request_is_rejected_or_fails_the_task_as_the_agent_says() {
         );
     }
     let rejected = env.submit(rejecting, "expiry-reject").await;
-    let events = env.published_events(rejected).await;
+    let events = dedupe(env.published_events(rejected).await);
     let task = env.wait_terminal(rejected).await;
     assert_eq!(task.status, "completed");
     let decided = of_type(&events, "approval.decided");
@@ -407,7 +417,7 @@ async fn an_expired_request_is_rejected_or_fails_the_task_as_the_agent_says() {
     );
 
     let failed = env.submit(failing, "expiry-fail").await;
-    let events = env.published_events(failed).await;
+    let events = dedupe(env.published_events(failed).await);
     let task = env.wait_terminal(failed).await;
     assert_eq!(task.status, "failed");
     let last = events.last().unwrap();

@@ -227,6 +227,8 @@ pub enum ResumeReason {
     Budget,
     /// Every gated tool call of the reply has a decision (CONTRACT §7).
     Approval,
+    /// Every task it delegated to ended (CONTRACT §10).
+    Child,
 }
 
 /// `task.resumed`: a task is taken up again from its last committed recursion.

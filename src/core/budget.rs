@@ -219,6 +219,17 @@ pub struct BudgetTrack {
     /// Since when the wall clock counts (the first recursion, or the last resume).
     #[serde(default)]
     pub running_since: Option<DateTime<Utc>>,
+    /// What the task's delegated children spent (CONTRACT §10): it counts toward this
+    /// budget, but is the children's own in their rows.
+    #[serde(default)]
+    pub delegated: Delegated,
+}
+
+/// Tokens and cost spent by a task's children.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Delegated {
+    pub tokens: u64,
+    pub cost_usd: f64,
 }
 
 impl BudgetTrack {
@@ -277,11 +288,31 @@ impl BudgetTrack {
 
     fn used(&self, limit: BudgetLimit, now: DateTime<Utc>) -> f64 {
         match limit {
-            BudgetLimit::Tokens => self.spent.tokens() as f64,
-            BudgetLimit::CostUsd => self.spent.cost_usd.unwrap_or(0.0),
+            BudgetLimit::Tokens => self.spent.tokens().saturating_add(self.delegated.tokens) as f64,
+            BudgetLimit::CostUsd => self.spent.cost_usd.unwrap_or(0.0) + self.delegated.cost_usd,
             BudgetLimit::ToolCalls => self.spent.tool_calls as f64,
             BudgetLimit::WallSecs => self.wall_ms(now) as f64 / 1000.0,
         }
+    }
+
+    /// Counts a child's spending toward this budget.
+    pub fn add_delegated(&mut self, tokens: u64, cost_usd: f64) {
+        self.delegated.tokens = self.delegated.tokens.saturating_add(tokens);
+        self.delegated.cost_usd += cost_usd;
+    }
+
+    /// The budget a child gets: what is left of this one's token, cost and tool-call limits
+    /// (at least one of each), the same wall time and breach action. `None` without a budget.
+    pub fn left_for_child(&self, now: DateTime<Utc>) -> Option<Budget> {
+        let budget = self.budget.as_ref()?;
+        let left = |limit: BudgetLimit| budget.max(limit).map(|max| max - self.used(limit, now));
+        Some(Budget {
+            max_tokens: left(BudgetLimit::Tokens).map(|v| v.max(1.0) as u64),
+            max_cost_usd: left(BudgetLimit::CostUsd).map(|v| v.max(1e-6)),
+            max_tool_calls: left(BudgetLimit::ToolCalls).map(|v| v.max(1.0) as u64),
+            max_wall_secs: budget.max_wall_secs,
+            on_breach: budget.on_breach,
+        })
     }
 
     /// Every limit set, measured now.

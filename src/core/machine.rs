@@ -380,6 +380,17 @@ impl Machine {
         self.budget.add_llm(prompt_tokens, completion_tokens, cost);
     }
 
+    /// Counts a delegated child's tokens and cost toward this task's budget (not its own
+    /// spending: the child's row holds it).
+    pub fn on_delegated_usage(&mut self, tokens: u64, cost_usd: f64) {
+        self.budget.add_delegated(tokens, cost_usd);
+    }
+
+    /// The budget a delegated child gets: what is left of this one.
+    pub fn budget_for_child(&self, now: DateTime<Utc>) -> Option<Budget> {
+        self.budget.left_for_child(now)
+    }
+
     /// How many more tool calls the budget allows (`None`: no limit). The driver runs at
     /// most that many of a reply's calls and gives the others an error result.
     pub fn tool_calls_left(&self) -> Option<u64> {

@@ -86,6 +86,8 @@ pub enum WaitReason {
     Approval,
     /// Another turn of the task's conversation runs (CONTRACT §10).
     Conversation,
+    /// Tasks it delegated to run (CONTRACT §10).
+    Child,
 }
 
 impl WaitReason {
@@ -96,6 +98,7 @@ impl WaitReason {
             Self::Budget => "budget",
             Self::Approval => "approval",
             Self::Conversation => "conversation",
+            Self::Child => "child",
         }
     }
 }

@@ -91,6 +91,10 @@ pub struct Task {
     forked_from_task_id: Option<Uuid>,
     /// The recursion it starts from (0 for a replay).
     forked_from_iteration: Option<i32>,
+    /// The task that delegated this one, if any, and the root of its tree (its own id for
+    /// a task nobody delegated).
+    parent_task_id: Option<Uuid>,
+    root_task_id: Option<Uuid>,
 }
 
 /// One recursion of a task (`store::trace::RecursionRow`).
@@ -180,6 +184,8 @@ pub struct Agent {
     /// `enqueue` (null: the default; a new turn of a conversation waits for the running
     /// one) or `reject`.
     conversation_policy: Option<String>,
+    /// The agents it may delegate to (the `delegate` tool).
+    delegates: Option<Vec<Uuid>>,
 }
 
 #[cfg(test)]
@@ -231,6 +237,8 @@ mod tests {
             tool_call_count: 0,
             forked_from_task_id: None,
             forked_from_iteration: None,
+            parent_task_id: None,
+            root_task_id: None,
         };
         assert_eq!(schema_fields("Task"), json_fields(&task));
         let recursion = trace::RecursionRow {
@@ -287,6 +295,7 @@ mod tests {
             approval_timeout_secs: None,
             on_approval_expiry: None,
             conversation_policy: None,
+            delegates: None,
         };
         assert_eq!(schema_fields("Agent"), json_fields(&agent));
     }

@@ -26,6 +26,8 @@ pub struct Agent {
     pub on_approval_expiry: Option<String>,
     /// `enqueue` (default: a new turn waits for the running one) or `reject` (CONTRACT §10).
     pub conversation_policy: Option<String>,
+    /// The agents it may delegate to with the `delegate` tool (CONTRACT §10).
+    pub delegates: Option<Vec<Uuid>>,
 }
 
 impl Agent {
@@ -48,7 +50,7 @@ impl Agent {
 /// The columns of [`Agent`], in its order (every query that reads agents selects these).
 pub const AGENT_COLUMNS: &str = "agent_id, name, model, max_iteration, tools, \
      context_budget_tokens, created_at, budget, approval_tools, approval_timeout_secs, \
-     on_approval_expiry, conversation_policy";
+     on_approval_expiry, conversation_policy, delegates";
 
 /// What `agentd agent create` inserts.
 #[derive(Debug, Clone)]

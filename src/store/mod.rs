@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod approvals;
+pub mod children;
 pub mod conversations;
 pub mod events;
 pub mod fork;

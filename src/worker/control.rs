@@ -241,6 +241,8 @@ async fn apply(
                 Holder::Nobody(dead_owner) => {
                     if unheld::cancel_unheld(Sink::of(deps), task_id, dead_owner).await? {
                         tracing::info!(%task_id, "cancelled a task nobody holds");
+                        // A parent waiting for children takes them along.
+                        super::delegation::cancel_children(deps, task_id).await?;
                     }
                 }
             }

@@ -153,6 +153,7 @@ async fn run(
         RunEnd::Finished(_) => {
             deps.replies.ended(spec.task_id);
             conversations::turn_ended(deps, spec.conversation_id).await;
+            super::delegation::task_ended(deps, spec.task_id).await;
             Ok(Handled::Finished)
         }
         RunEnd::Waiting => Ok(Handled::Finished),
@@ -372,6 +373,7 @@ async fn resume(
             match why.as_str() {
                 "budget" => ResumeReason::Budget,
                 "approval" => ResumeReason::Approval,
+                "child" => ResumeReason::Child,
                 _ => ResumeReason::Resumed,
             }
         }

@@ -14,6 +14,7 @@ mod committer;
 mod control;
 mod conversations;
 mod deaths;
+mod delegation;
 mod delivery;
 mod llm_call;
 mod reconcile;
@@ -109,7 +110,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// The loops a worker runs beside its consumer: control messages, dead letters, the
-/// reconciler, the outbox sweep, the conversation sweep and the approval expiry pass.
+/// reconciler, the outbox sweep, the conversation and delegation sweeps and the approval
+/// expiry pass.
 fn spawn_sidecars(
     deps: &Arc<WorkerDeps>,
     settings: &Settings,
@@ -136,6 +138,12 @@ fn spawn_sidecars(
         shutdown.clone(),
     )));
     loops.push(conversations::spawn_sweep(
+        deps.pool.clone(),
+        deps.publisher.clone(),
+        deps.names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
+    loops.push(delegation::spawn_sweep(
         deps.pool.clone(),
         deps.publisher.clone(),
         deps.names.tasks_queue.clone(),

@@ -65,6 +65,8 @@ pub struct TaskRun<'a> {
     /// The agent's gated tools (CONTRACT §7) and how long a request waits, in seconds.
     pub(super) approval: ApprovalPolicy,
     pub(super) approval_timeout_secs: f64,
+    /// The agents it may delegate to (the `delegate` tool, CONTRACT §10).
+    pub(super) delegates: Vec<Uuid>,
     /// LLM attempts not committed yet (written with the next step).
     pub(super) llm_rows: Vec<LlmCallRow>,
     /// Finished recursions not committed yet.
@@ -98,10 +100,17 @@ impl<'a> TaskRun<'a> {
         let approval = agent.approval_policy();
         let approval_timeout_secs = agent.approval_timeout_secs();
         let granted = agent.tools;
-        let tool_specs = deps.tools.shared_specs_for(granted.as_deref());
+        let delegates = agent.delegates.unwrap_or_default();
+        let mut tool_specs = deps.tools.shared_specs_for(granted.as_deref());
+        if !delegates.is_empty() {
+            let mut specs = tool_specs.to_vec();
+            specs.push(super::delegation::delegate_spec(&delegates));
+            tool_specs = specs.into();
+        }
         Self {
             approval,
             approval_timeout_secs,
+            delegates,
             deps,
             machine,
             log,
@@ -197,6 +206,25 @@ impl<'a> TaskRun<'a> {
                         // Gated calls wait for a decision: committed `waiting`.
                         ToolsEnd::AwaitingApproval(ids) => {
                             self.commit_wait(WaitReason::Approval, ids).await?;
+                            return Ok(RunEnd::Waiting);
+                        }
+                        // Delegated calls wait for their children: committed `waiting`,
+                        // then the children are recorded and enqueued.
+                        ToolsEnd::AwaitingChildren(pending) => {
+                            let budget = self
+                                .machine
+                                .budget_for_child(Utc::now())
+                                .and_then(|b| serde_json::to_value(b).ok());
+                            self.commit_wait(WaitReason::Child, Vec::new()).await?;
+                            let (deps, task_id) = (self.deps, self.task_id());
+                            super::delegation::spawn_children(
+                                deps,
+                                task_id,
+                                &pending,
+                                self.stream,
+                                budget,
+                            )
+                            .await?;
                             return Ok(RunEnd::Waiting);
                         }
                     }

@@ -106,6 +106,9 @@ pub enum ToolsEnd {
     /// Gated calls (these ids) wait for a decision: nothing ran; the caller commits the
     /// task `waiting` with what was prepared.
     AwaitingApproval(Vec<String>),
+    /// Delegate calls wait for their children: nothing ran; the caller commits the task
+    /// `waiting` and starts the children.
+    AwaitingChildren(Vec<super::delegation::Pending>),
 }
 
 /// What the decisions about a reply's gated calls make of it.
@@ -148,8 +151,23 @@ impl TaskRun<'_> {
         if !gate.awaiting.is_empty() {
             return Ok(self.request_approvals(trace_id, &gate));
         }
-        let Gate { calls, decided, .. } = gate;
+        let Gate {
+            calls, mut decided, ..
+        } = gate;
         let calls = calls.as_slice();
+        if calls.iter().any(|c| c.name == super::delegation::DELEGATE) {
+            let children = match resumed {
+                true => crate::store::children::of_parent(&self.deps.pool, self.task_id()).await?,
+                false => Vec::new(),
+            };
+            let delegations = super::delegation::sort_calls(calls, &self.delegates, &children);
+            if !delegations.pending.is_empty() {
+                return Ok(ToolsEnd::AwaitingChildren(delegations.pending));
+            }
+            let (tokens, cost) = delegations.spent;
+            self.machine.on_delegated_usage(tokens, cost);
+            decided.extend(delegations.decided);
+        }
         // A call that waited for its approval has not started.
         ledger.retain(|row| row.state.as_deref() != Some("awaiting_approval"));
         let plans = plan_calls(self.deps, self.task_id(), calls, &ledger, &decided, left);

@@ -66,6 +66,9 @@ pub struct TaskDetail {
     pub tool_calls: Vec<ToolCallRow>,
     #[schema(value_type = Vec<openapi::LlmCall>)]
     pub llm_calls: Vec<LlmCallRecord>,
+    /// The tasks it delegated to (CONTRACT §10), oldest first.
+    #[schema(value_type = Vec<openapi::Task>)]
+    pub children: Vec<TaskRow>,
 }
 
 /// Answer of `POST /v1/tasks/{task_id}/cancel`.
@@ -224,6 +227,11 @@ pub async fn get_task(
         recursions: store::trace::recursions(pool, task_id).await?,
         tool_calls: store::trace::tool_calls(pool, task_id).await?,
         llm_calls: store::trace::llm_calls(pool, task_id).await?,
+        children: store::children::of_parent(pool, task_id)
+            .await?
+            .into_iter()
+            .map(|child| child.task)
+            .collect(),
     }))
 }
 

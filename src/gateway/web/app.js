@@ -221,6 +221,7 @@ async function openTask(taskId) {
   try {
     const detail = await api(`v1/tasks/${taskId}`);
     showTaskRow(detail.task);
+    showChildren(detail.children);
   } catch (error) {
     banner(error.status === 404 ? `No task ${taskId}.` : explain(error));
     return;
@@ -242,6 +243,7 @@ function showTaskRow(task) {
     parts.push(`$${Number(task.cost_usd).toFixed(4)}`);
   }
   if (task.status === 'waiting' && task.wait_reason) parts.push(`waiting: ${task.wait_reason}`);
+  if (task.parent_task_id) parts.push(`delegated by ${task.parent_task_id}`);
   if (task.forked_from_task_id) {
     const from = task.forked_from_iteration
       ? `forked from ${task.forked_from_task_id} at recursion ${task.forked_from_iteration}`
@@ -291,6 +293,7 @@ async function finish(taskId) {
     if (state.taskId !== taskId) return;
     showTaskRow(detail.task);
     annotateLlmCalls(detail.llm_calls);
+    showChildren(detail.children);
     refreshHistoryItem(detail.task);
   } catch (_) { /* the trace is already on screen */ }
 }
@@ -520,6 +523,21 @@ const HANDLERS = {
 /** A line between the recursion cards: something that happened to the task itself. */
 function note(event, text) {
   $('timeline').append(el('div', 'note', text));
+}
+
+/** The tasks this one delegated to, as links (the tree, one level at a time). */
+function showChildren(children) {
+  if (!children || children.length === 0 || $('children')) return;
+  const box = el('div', 'note');
+  box.id = 'children';
+  box.append(document.createTextNode('delegated to: '));
+  children.forEach((child, index) => {
+    if (index) box.append(document.createTextNode(', '));
+    const link = el('a', 'child', `${child.input || child.task_id} (${child.status})`);
+    link.href = `#task=${child.task_id}`;
+    box.append(link);
+  });
+  $('timeline').append(box);
 }
 
 function annotateLlmCalls(calls) {
