@@ -69,6 +69,7 @@ fn step_with(task_id: Uuid, owner: Uuid, iteration: u32, progress: Progress) -> 
             model: "m".into(),
             cost_usd: Some(0.25),
             queued_ms: None,
+            started_at: chrono::Utc::now(),
         }],
         max_result_chars: 100,
         tool_meta: Vec::new(),

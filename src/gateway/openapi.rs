@@ -140,6 +140,9 @@ pub struct ToolCall {
     effect: Option<String>,
     /// `<task_id>:<tool_call_id>` for tools that are not read-only.
     idempotency_key: Option<String>,
+    /// When the call started and ended.
+    started_at: Option<chrono::DateTime<chrono::Utc>>,
+    finished_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// One LLM attempt of a recursion (`store::trace::LlmCallRecord`).
@@ -157,6 +160,10 @@ pub struct LlmCall {
     model: Option<String>,
     /// USD from the price table; null without a price or reported usage.
     cost_usd: Option<f64>,
+    /// When the attempt started (its end is started_at + latency_ms).
+    started_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// How long it waited for a provider rate limit before (null without a limit).
+    queued_ms: Option<i64>,
 }
 
 /// An agent (`store::agents::Agent`).
@@ -268,6 +275,8 @@ mod tests {
             state: Some("succeeded".into()),
             effect: Some("read_only".into()),
             idempotency_key: None,
+            started_at: None,
+            finished_at: None,
         };
         assert_eq!(schema_fields("ToolCall"), json_fields(&tool_call));
         let llm_call = trace::LlmCallRecord {
@@ -280,6 +289,8 @@ mod tests {
             error: None,
             model: None,
             cost_usd: None,
+            started_at: None,
+            queued_ms: None,
         };
         assert_eq!(schema_fields("LlmCall"), json_fields(&llm_call));
         let agent = agents::Agent {

@@ -11,6 +11,7 @@ use super::AppState;
 
 const INDEX_HTML: &str = include_str!("web/index.html");
 const APP_JS: &str = include_str!("web/app.js");
+const CHARTS_JS: &str = include_str!("web/charts.js");
 const APP_CSS: &str = include_str!("web/app.css");
 
 /// Same-origin only: scripts, styles and requests to this gateway, nothing inline.
@@ -18,7 +19,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
                    connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
                    form-action 'none'; frame-ancestors 'none'";
 
-/// `/`, `/app.js` and `/app.css`.
+/// `/`, `/app.js`, `/charts.js` and `/app.css`.
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(
@@ -28,6 +29,10 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/app.js",
             get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        )
+        .route(
+            "/charts.js",
+            get(|| async { asset("text/javascript; charset=utf-8", CHARTS_JS) }),
         )
         .route(
             "/app.css",

@@ -24,6 +24,8 @@ pub struct LlmCallRow {
     pub cost_usd: Option<f64>,
     /// How long the attempt waited for its provider's rate limit (none without a limit).
     pub queued_ms: Option<u64>,
+    /// When the attempt started (after any rate-limit wait).
+    pub started_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// A stored recursion, for `agentd trace`.
@@ -62,6 +64,9 @@ pub struct ToolCallRow {
     /// read_only, idempotent or side_effect.
     pub effect: Option<String>,
     pub idempotency_key: Option<String>,
+    /// When the call started and ended (null for calls recorded before they were kept).
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A stored LLM attempt, for `agentd trace`.
@@ -77,6 +82,10 @@ pub struct LlmCallRecord {
     /// The model asked and the attempt's cost in USD (null without a price or usage).
     pub model: Option<String>,
     pub cost_usd: Option<f64>,
+    /// When the attempt started (null for attempts recorded before it was kept) and how long
+    /// it waited for a provider rate limit before.
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub queued_ms: Option<i64>,
 }
 
 /// A task's recursions in order (CONTRACT §4's first query).
@@ -95,7 +104,7 @@ pub async fn recursions(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<Recurs
 pub async fn tool_calls(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<ToolCallRow>> {
     sqlx::query_as::<_, ToolCallRow>(
         "SELECT trace_id, tool_call_id, name, arguments, success, result, error, duration_ms, \
-                state, effect, idempotency_key \
+                state, effect, idempotency_key, started_at, finished_at \
          FROM tool_calls WHERE task_id = $1 ORDER BY id",
     )
     .bind(task_id)
@@ -107,7 +116,7 @@ pub async fn tool_calls(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<ToolCa
 pub async fn llm_calls(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<LlmCallRecord>> {
     sqlx::query_as::<_, LlmCallRecord>(
         "SELECT trace_id, attempt, status, latency_ms, prompt_tokens, completion_tokens, error, \
-                model, cost_usd \
+                model, cost_usd, started_at, queued_ms \
          FROM llm_calls WHERE task_id = $1 ORDER BY id",
     )
     .bind(task_id)

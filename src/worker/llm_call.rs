@@ -29,6 +29,14 @@ const DELTA_FLUSH_BYTES: usize = 1024;
 /// A throttled attempt looks at its bucket again at least this often.
 const MAX_THROTTLE_NAP: Duration = Duration::from_secs(1);
 
+/// When an attempt started, how long it took and how long it waited for a rate limit.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    started_at: chrono::DateTime<chrono::Utc>,
+    latency_ms: u64,
+    queued_ms: Option<u64>,
+}
+
 /// The reply, or the error that ends the task (retries exhausted or not retryable).
 pub type LlmResult = Result<LlmReply, String>;
 
@@ -46,6 +54,7 @@ impl TaskRun<'_> {
                 Err(interrupt) => return Ok(Err(interrupt)),
             };
             let started = Instant::now();
+            let started_at = chrono::Utc::now();
             let result = match self.attempt(call, attempt).await? {
                 Ok(result) => result,
                 Err(interrupt) => return Ok(Err(interrupt)),
@@ -54,7 +63,12 @@ impl TaskRun<'_> {
             if let Some(slot) = slot {
                 self.settle_slot(slot, &result).await;
             }
-            self.record_attempt(call, attempt, latency_ms, queued_ms, &result);
+            let timing = Timing {
+                started_at,
+                latency_ms,
+                queued_ms,
+            };
+            self.record_attempt(call, attempt, timing, &result);
             let error = match result {
                 Ok(reply) => return Ok(Ok(Ok(reply))),
                 Err(error) => error,
@@ -234,10 +248,14 @@ impl TaskRun<'_> {
         &mut self,
         call: &LlmCall,
         attempt: u32,
-        latency_ms: u64,
-        queued_ms: Option<u64>,
+        timing: Timing,
         result: &Result<LlmReply, crate::ports::LlmError>,
     ) {
+        let Timing {
+            started_at,
+            latency_ms,
+            queued_ms,
+        } = timing;
         let (status, usage, error) = match result {
             Ok(reply) => ("200".to_owned(), reply.usage, None),
             Err(error) => (
@@ -276,6 +294,7 @@ impl TaskRun<'_> {
             model: self.model.clone(),
             cost_usd,
             queued_ms,
+            started_at,
         });
     }
 }

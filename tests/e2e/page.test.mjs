@@ -73,6 +73,17 @@ async function checkTrace(page, where) {
     null, { timeout: TIMEOUT });
   const meta = await page.textContent('#task-meta');
   check(meta.includes('54 tokens'), `${where}: task meta "${meta}"`);
+  // The timeline: a bar per recursion, per LLM attempt and per tool call.
+  await page.waitForSelector('#timeline-box:not([hidden]) svg.chart-timeline', { timeout: TIMEOUT });
+  const bars = async (kind) => page.locator(`svg.chart-timeline rect.bar-${kind}`).count();
+  const [recursions, attempts, tools] = [await bars('recursion'), await bars('llm'), await bars('tool')];
+  check(recursions === 3 && attempts === 3 && tools === 1,
+    `${where}: timeline bars ${recursions} recursions, ${attempts} LLM attempts, ${tools} tool calls`);
+  // The agent's overview counts the completed task.
+  await page.waitForFunction(() => document.querySelectorAll('#overview rect.status-completed').length > 0,
+    null, { timeout: TIMEOUT });
+  const overview = await page.textContent('#overview');
+  check(/\d+ completed/.test(overview) && overview.includes('54 tokens'), `${where}: overview "${overview}"`);
 }
 
 const browser = await chromium.launch({
@@ -95,6 +106,7 @@ try {
   await checkTrace(page, 'live');
   mkdirSync(dirname(screenshot), { recursive: true });
   await page.screenshot({ path: screenshot, fullPage: true });
+  await page.locator('#timeline-box').screenshot({ path: screenshot.replace(/\.png$/, '-timeline.png') });
 
   const taskId = (await page.textContent('#task-id')).trim();
   const replay = await context.newPage();

@@ -133,6 +133,7 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ("/v1/agents", "post"),
         ("/v1/agents/{agent_id}", "get"),
         ("/v1/agents/{agent_id}/tasks", "get"),
+        ("/v1/agents/{agent_id}/overview", "get"),
         ("/healthz", "get"),
     ];
     let documented = documented_operations(&doc);
@@ -389,6 +390,70 @@ async fn agent_history_is_paged_newest_first() {
         .get_json(&format!("/v1/agents/{agent_id}/tasks?limit=x"), 400)
         .await;
     assert_eq!(error["error"]["code"], "invalid_query");
+    gateway.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn the_agent_overview_counts_statuses_durations_tokens_and_cost() {
+    let env = TestEnv::start().await;
+    let gateway = Gateway::start(&env, &[]).await;
+    let agent = env.agent(None, None).await;
+    // Three tasks that ended in 1, 2 and 3 s, and one still running, all created now.
+    for (seconds, status) in [
+        (1, "completed"),
+        (2, "completed"),
+        (3, "failed"),
+        (0, "running"),
+    ] {
+        sqlx::query(
+            "INSERT INTO tasks (task_id, agent_id, input, status, started_at, finished_at, \
+                                prompt_tokens, completion_tokens, cost_usd) \
+             VALUES ($1, $2, 'x', $3, now() - make_interval(secs => $4), \
+                     CASE WHEN $3 = 'running' THEN NULL ELSE now() END, 10, 5, 0.25)",
+        )
+        .bind(Uuid::now_v7())
+        .bind(agent)
+        .bind(status)
+        .bind(f64::from(seconds))
+        .execute(&env.pool)
+        .await
+        .expect("task");
+    }
+    let overview = gateway
+        .get_json(&format!("/v1/agents/{agent}/overview?hours=2"), 200)
+        .await;
+    assert_eq!(overview["tasks"], 4);
+    assert_eq!(
+        overview["by_status"],
+        json!({"completed": 2, "failed": 1, "running": 1})
+    );
+    let hours = overview["hours"].as_array().expect("hours");
+    assert!(!hours.is_empty() && hours.len() <= 2, "{hours:?}");
+    let in_buckets: i64 = hours
+        .iter()
+        .flat_map(|h| h["by_status"].as_object().unwrap().values())
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    assert_eq!(in_buckets, 4);
+    let p50 = overview["duration_ms_p50"].as_f64().unwrap();
+    let p95 = overview["duration_ms_p95"].as_f64().unwrap();
+    assert!((p50 - 2000.0).abs() < 50.0, "p50 {p50}");
+    assert!((p95 - 2900.0).abs() < 50.0, "p95 {p95}");
+    assert_eq!(
+        (
+            overview["prompt_tokens"].as_i64(),
+            overview["completion_tokens"].as_i64()
+        ),
+        (Some(40), Some(20))
+    );
+    assert!((overview["cost_usd"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    gateway
+        .get_json(&format!("/v1/agents/{agent}/overview?hours=0"), 422)
+        .await;
+    gateway
+        .get_json(&format!("/v1/agents/{}/overview", Uuid::now_v7()), 404)
+        .await;
     gateway.stop().await;
     env.stop().await;
 }

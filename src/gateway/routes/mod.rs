@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod approvals;
 pub mod fork;
+pub mod overview;
 pub mod steering;
 pub mod tasks;
 
@@ -34,6 +35,7 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(agents::list_agents, agents::create_agent))
         .routes(routes!(agents::get_agent))
         .routes(routes!(agents::agent_tasks))
+        .routes(routes!(overview::agent_overview))
         .route_layer(from_fn_with_state(state.clone(), auth::require_token));
     let stream = OpenApiRouter::new()
         .routes(routes!(sse::task_events))

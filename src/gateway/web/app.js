@@ -117,6 +117,15 @@ async function loadHistory(reset) {
   } catch (error) {
     banner(explain(error));
   }
+  if (reset) loadOverview(agentId);
+}
+
+/** The selected agent's last 24 hours, drawn by charts.js. */
+async function loadOverview(agentId) {
+  try {
+    const overview = await api(`v1/agents/${agentId}/overview?hours=24`);
+    if ($('agent').value === agentId) drawOverview($('overview'), overview);
+  } catch (_) { /* the history shows the error already */ }
 }
 
 function historyItem(task) {
@@ -201,6 +210,8 @@ function resetView(taskId) {
   $('answer-box').hidden = true;
   $('failure').hidden = true;
   $('timeline').replaceChildren();
+  $('timeline-chart').replaceChildren();
+  $('timeline-box').hidden = true;
   $('plan').replaceChildren(el('li', 'empty', 'no plan yet'));
   setStatus('pending');
   for (const item of $('history').children) {
@@ -294,7 +305,9 @@ async function finish(taskId) {
     showTaskRow(detail.task);
     annotateLlmCalls(detail.llm_calls);
     showChildren(detail.children);
+    $('timeline-box').hidden = !drawTimeline($('timeline-chart'), detail);
     refreshHistoryItem(detail.task);
+    if (detail.task.agent_id === $('agent').value) loadOverview(detail.task.agent_id);
   } catch (_) { /* the trace is already on screen */ }
 }
 

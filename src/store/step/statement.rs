@@ -13,7 +13,7 @@ use crate::core::types::ToolCallResult;
 
 /// `$1..$12` and `$61..$65` the tasks, `$13..$25` recursions, `$26..$32` and `$68..$69`
 /// started tool calls (and approval requests), `$33..$46` finished tool calls, `$47..$55`
-/// and `$66..$67`, `$70` LLM attempts, `$56..$60` events.
+/// and `$66..$67`, `$70..$71` LLM attempts, `$56..$60` events.
 const WRITE_STEPS: &str = "\
 WITH v AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[],
@@ -113,18 +113,22 @@ tool_call_rows AS (
     ON CONFLICT (trace_id, tool_call_id) DO UPDATE SET
         success = EXCLUDED.success, result = EXCLUDED.result, error = EXCLUDED.error,
         duration_ms = EXCLUDED.duration_ms, state = EXCLUDED.state,
-        finished_at = EXCLUDED.finished_at, arguments = EXCLUDED.arguments
+        finished_at = EXCLUDED.finished_at, arguments = EXCLUDED.arguments,
+        -- When it ran (a call that waited for its approval was recorded before it ran).
+        started_at = COALESCE(EXCLUDED.started_at, tool_calls.started_at)
 ),
 llm_call_rows AS (
     INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms,
-                           prompt_tokens, completion_tokens, error, model, cost_usd, queued_ms)
+                           prompt_tokens, completion_tokens, error, model, cost_usd, queued_ms,
+                           started_at)
     SELECT l.task_id, l.trace_id, l.iteration, l.attempt, l.status, l.latency_ms,
-           l.prompt_tokens, l.completion_tokens, l.error, l.model, l.cost_usd, l.queued_ms
+           l.prompt_tokens, l.completion_tokens, l.error, l.model, l.cost_usd, l.queued_ms,
+           l.started_at
     FROM UNNEST($47::uuid[], $48::uuid[], $49::int[], $50::int[], $51::text[],
                 $52::bigint[], $53::bigint[], $54::bigint[], $55::text[], $66::text[],
-                $67::float8[], $70::bigint[]) WITH ORDINALITY
+                $67::float8[], $70::bigint[], $71::timestamptz[]) WITH ORDINALITY
          AS l (task_id, trace_id, iteration, attempt, status, latency_ms, prompt_tokens,
-               completion_tokens, error, model, cost_usd, queued_ms, ord)
+               completion_tokens, error, model, cost_usd, queued_ms, started_at, ord)
     JOIN task USING (task_id)
     ORDER BY l.ord
 ),
@@ -376,6 +380,7 @@ pub(super) async fn execute(pool: &PgPool, steps: &[Step<'_>]) -> sqlx::Result<H
         .bind(column(&started, |(_, s)| s.approval_expires_at))
         // the LLM attempts' waits for a rate limit
         .bind(column(&llm, |(_, l)| l.queued_ms.map(bigint)))
+        .bind(column(&llm, |(_, l)| l.started_at))
         .fetch_all(pool)
         .await?;
     Ok(written.into_iter().collect())
