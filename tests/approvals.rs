@@ -39,27 +39,6 @@ async fn gate(env: &TestEnv, agent: Uuid, timeout_secs: Option<i32>, on_expiry: 
     .expect("gate calculate");
 }
 
-/// Waits until the task's status is `status` (15 s at most).
-async fn wait_status(env: &TestEnv, task_id: Uuid, status: &str) {
-    let started = Instant::now();
-    loop {
-        let current: Option<String> =
-            sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
-                .bind(task_id)
-                .fetch_optional(&env.pool)
-                .await
-                .expect("status");
-        if current.as_deref() == Some(status) {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "task {task_id} is {current:?}, not {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// The published stream after dedupe by `(task_id, seq)`: delivery is at least once, so
 /// an event published by the decider may be published again by the worker that resumes.
 fn dedupe(events: Vec<Value>) -> Vec<Value> {
@@ -144,7 +123,7 @@ async fn each_decision_kind_reaches_the_model_and_ungated_calls_run_with_the_app
         ],
     );
     let task_id = env.submit(agent, marker).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
 
     // Waiting: the gated calls are recorded and requested, nothing ran, nobody holds it.
     let stored = env.stored_events(task_id).await;
@@ -241,7 +220,7 @@ async fn each_decision_kind_reaches_the_model_and_ungated_calls_run_with_the_app
         assert!(Instant::now() < deadline, "control decisions not applied");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     let mut respond = decision(DecisionKind::Respond, "cy");
     respond.result = Some(json!({"value": 42}));
     let last = decide_now(&env, task_id, "call_4", &respond).await;
@@ -346,7 +325,7 @@ async fn the_first_of_two_racing_decisions_wins() {
         ],
     );
     let task_id = env.submit(agent, marker).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     let mut reject = decision(DecisionKind::Reject, "bo");
     reject.reason = Some("late".into());
     let approve = decision(DecisionKind::Approve, "ana");
@@ -442,7 +421,7 @@ async fn a_waiting_task_is_cancelled_within_a_second() {
         )])],
     );
     let task_id = env.submit(agent, marker).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     env.assert_cancels_within_a_second(task_id).await;
     // Its request no longer waits, and a decision now changes nothing.
     let gateway = Gateway::start(&env, &[]).await;
@@ -477,7 +456,7 @@ async fn the_gateway_decides_lists_and_shows_pending_approvals() {
         ],
     );
     let task_id = env.submit(agent, marker).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     let gateway = Gateway::start(&env, &[]).await;
     let pending = gateway.get_json("/v1/approvals?status=pending", 200).await;
     let listed: Vec<(&str, &str)> = pending["approvals"]
@@ -568,7 +547,7 @@ async fn a_decision_taken_while_no_worker_runs_completes_the_task_on_the_next_wo
     );
     let mut worker = WorkerProcess::spawn(&env.settings, &[]);
     let task_id = env.submit(agent, marker).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     worker.kill();
     let cli = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_agentd"))
@@ -591,7 +570,7 @@ async fn a_decision_taken_while_no_worker_runs_completes_the_task_on_the_next_wo
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("decided already"));
     // No worker runs: the task is pending with its message queued.
-    wait_status(&env, task_id, "pending").await;
+    env.wait_status(task_id, "pending").await;
     let _second = WorkerProcess::spawn(&env.settings, &[]);
     let task = env.wait_terminal(task_id).await;
     assert_eq!(task.status, "completed");

@@ -49,27 +49,6 @@ async fn control(env: &TestEnv, message: ControlMessage) {
         .expect("control message");
 }
 
-/// Waits until the task's status is `status` (10 s at most); returns how long it took.
-async fn wait_status(env: &TestEnv, task_id: Uuid, status: &str) -> Duration {
-    let started = Instant::now();
-    loop {
-        let current: Option<String> =
-            sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
-                .bind(task_id)
-                .fetch_optional(&env.pool)
-                .await
-                .expect("status");
-        if current.as_deref() == Some(status) {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "task {task_id} is {current:?}, not {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_token_budget_warns_then_asks_for_the_answer_and_cost_is_recorded() {
     let mut env = TestEnv::start_with(priced).await;
@@ -274,7 +253,7 @@ async fn a_paused_task_makes_no_llm_request_until_it_is_resumed() {
     }
     // Paused while its first LLM call runs: the call is finished and committed first.
     control(&env, ControlMessage::Pause(Pause { task_id })).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     let (reason, owner, iterations): (Option<String>, Option<Uuid>, i32) =
         sqlx::query_as("SELECT wait_reason, lease_owner, iterations FROM tasks WHERE task_id = $1")
             .bind(task_id)
@@ -337,7 +316,7 @@ async fn a_pause_breach_waits_for_a_resume_with_a_larger_budget() {
     );
     let budget = json!({"max_tokens": 30, "on_breach": "pause"});
     let task_id = submit_with_budget(&env, agent, marker, budget).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     let reason: Option<String> =
         sqlx::query_scalar("SELECT wait_reason FROM tasks WHERE task_id = $1")
             .bind(task_id)
@@ -356,7 +335,7 @@ async fn a_pause_breach_waits_for_a_resume_with_a_larger_budget() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     assert_eq!(env.fake.requests_for(marker).len(), 2);
     let larger = Budget {
         max_tokens: Some(100),
@@ -403,7 +382,7 @@ async fn a_waiting_task_is_cancelled_within_a_second() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     control(&env, ControlMessage::Pause(Pause { task_id })).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     env.assert_cancels_within_a_second(task_id).await;
     assert_eq!(env.fake.requests_for(marker).len(), 1);
     env.stop().await;
@@ -447,7 +426,7 @@ async fn injected_guidance_reaches_the_next_snapshot_running_or_waiting() {
     }
     // While it waits (paused after the second call): kept for the worker that resumes it.
     control(&env, ControlMessage::Pause(Pause { task_id })).await;
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     let later = Inject {
         task_id,
         text: "and be brief".into(),
@@ -507,7 +486,7 @@ async fn the_gateway_pauses_resumes_injects_and_shows_the_task_state() {
     let path = |action: &str| format!("/v1/tasks/{task_id}/{action}");
     let sent = gateway.post_json(&path("pause"), &json!({}), 202).await;
     assert_eq!(sent["sent"], "pause");
-    wait_status(&env, task_id, "waiting").await;
+    env.wait_status(task_id, "waiting").await;
     let injected = gateway
         .post_json(&path("inject"), &json!({"text": "cite sources"}), 202)
         .await;

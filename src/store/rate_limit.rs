@@ -31,11 +31,14 @@ pub async fn try_take(
     .bind(window)
     .execute(&mut *tx)
     .await?;
-    let (now, blocked): (DateTime<Utc>, Option<DateTime<Utc>>) =
-        sqlx::query_as("SELECT now(), (SELECT until FROM llm_rate_blocks WHERE bucket = $1)")
-            .bind(bucket)
-            .fetch_one(&mut *tx)
-            .await?;
+    // clock_timestamp(), not now(): now() is when the transaction began, before the wait
+    // for the lock, and a slot recorded that early would be released that much too soon.
+    let (now, blocked): (DateTime<Utc>, Option<DateTime<Utc>>) = sqlx::query_as(
+        "SELECT clock_timestamp(), (SELECT until FROM llm_rate_blocks WHERE bucket = $1)",
+    )
+    .bind(bucket)
+    .fetch_one(&mut *tx)
+    .await?;
     let sent: Vec<(DateTime<Utc>, i64)> =
         sqlx::query_as("SELECT at, tokens FROM llm_rate_log WHERE bucket = $1")
             .bind(bucket)

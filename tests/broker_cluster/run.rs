@@ -64,6 +64,10 @@ async fn setup(plan: &Plan) -> Setup {
         s.worker.lease_secs = 3.0;
         s.worker.max_deliveries = 20;
         s.worker.orphan_after_secs = 20.0;
+        // The fake LLM holds its replies while the node stops (seconds on a loaded
+        // machine): an attempt must not time out meanwhile.
+        s.llm.timeout_ms = 60_000;
+        s.worker.recursion_timeout_ms = 90_000;
     })
     .await;
     let members =
@@ -151,11 +155,15 @@ async fn drive(setup: &Setup, plan: &Plan) -> Drive {
     // rabbitmqctl takes seconds per call: the node is chosen before the moment to stop it.
     let (victim, mut stop) = tokio::task::block_in_place(|| choose_victim(cluster, &names, queue));
     wait_for_ended(env, plan.tasks, plan.stop_at, Duration::from_secs(60)).await;
+    // No task ends while the node stops, however long that takes on a loaded machine: the
+    // fake LLM holds its replies until the node is down, so tasks are in flight then.
+    setup.llm.hold();
     stop["tasks_ended_at_stop"] = json!(count_ended(env).await);
     let stopping = Instant::now();
     tokio::task::block_in_place(|| cluster.stop_node(victim));
     stop["stop_s"] = json!(round(stopping.elapsed().as_secs_f64()));
     stop["tasks_ended_when_stopped"] = json!(count_ended(env).await);
+    setup.llm.release();
     let ended = wait_for_ended(env, plan.tasks, 1.0, Duration::from_secs(90)).await;
     Drive {
         ids,

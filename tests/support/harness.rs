@@ -276,6 +276,27 @@ impl TestEnv {
         assert_eq!(events.last().unwrap()["type"], "task.cancelled");
     }
 
+    /// Waits until the task's status is `status` (15 s at most); returns how long it took.
+    pub async fn wait_status(&self, task_id: Uuid, status: &str) -> Duration {
+        let started = std::time::Instant::now();
+        loop {
+            let current: Option<String> =
+                sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
+                    .bind(task_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .expect("status");
+            if current.as_deref() == Some(status) {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "task {task_id} is {current:?}, not {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// The stored events of a task, in seq order.
     pub async fn stored_events(&self, task_id: Uuid) -> Vec<Value> {
         sqlx::query_scalar::<_, Value>("SELECT payload FROM events WHERE task_id = $1 ORDER BY seq")

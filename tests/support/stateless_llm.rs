@@ -38,21 +38,51 @@ struct Seen {
 pub struct StatelessLlm {
     addr: SocketAddr,
     seen: Arc<Mutex<Seen>>,
+    /// While true, replies wait (after their delay) until it is false again.
+    held: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+/// What the handler shares with the fake.
+#[derive(Clone)]
+struct Shared {
+    seen: Arc<Mutex<Seen>>,
+    held: tokio::sync::watch::Receiver<bool>,
 }
 
 impl StatelessLlm {
     /// Serves on 127.0.0.1 (an ephemeral port) until the test process ends.
     pub async fn start() -> Self {
         let seen = Arc::new(Mutex::new(Seen::default()));
+        let (held, on_held) = tokio::sync::watch::channel(false);
+        let shared = Shared {
+            seen: Arc::clone(&seen),
+            held: on_held,
+        };
         let app = axum::Router::new()
             .route("/v1/chat/completions", post(reply))
-            .with_state(Arc::clone(&seen));
+            .with_state(shared);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { addr, seen }
+        Self {
+            addr,
+            seen,
+            held: Arc::new(held),
+        }
+    }
+
+    /// From now on no reply is sent (requests are still received and counted) until
+    /// [`StatelessLlm::release`]: a deterministic "tasks are still running" for a test that
+    /// breaks something meanwhile.
+    pub fn hold(&self) {
+        self.held.send_replace(true);
+    }
+
+    /// Sends the held replies and stops holding.
+    pub fn release(&self) {
+        self.held.send_replace(false);
     }
 
     /// The `/v1` root to configure as llm.base_url.
@@ -115,7 +145,7 @@ fn text_word<'a>(input: &'a str, key: &str) -> Option<&'a str> {
 }
 
 async fn reply(
-    State(seen): State<Arc<Mutex<Seen>>>,
+    State(Shared { seen, mut held }): State<Shared>,
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
@@ -147,6 +177,7 @@ async fn reply(
     if let Some(delay) = word(&input, "delay_ms") {
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
+    let _ = held.wait_for(|held| !*held).await;
     if word(&input, "flaky") == Some(1) && attempt == 1 {
         let error = json!({"error": {"message": "scripted flaky 503"}});
         return (StatusCode::SERVICE_UNAVAILABLE, Json(error)).into_response();
