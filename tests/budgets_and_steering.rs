@@ -527,3 +527,77 @@ async fn the_gateway_pauses_resumes_injects_and_shows_the_task_state() {
     gateway.stop().await;
     env.stop().await;
 }
+
+/// Guidance sent while a task goes from running to waiting (the pause is applied, the wait
+/// is committed, the run lets go) reaches the task whichever side of that moment it lands
+/// on: none is lost, each has its `input.injected` event, the next recursion shows them all.
+#[tokio::test]
+async fn guidance_sent_while_a_task_pauses_is_never_lost() {
+    let env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "steer-inject-burst";
+    env.fake.script(
+        marker,
+        vec![
+            reflect_reply("first").with_delay(Duration::from_millis(300)),
+            answer_reply("all of it"),
+        ],
+    );
+    let task_id = env.submit(agent, marker).await;
+    while env.fake.requests_for(marker).is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    control(&env, ControlMessage::Pause(Pause { task_id })).await;
+    // One inject every few ms from before the LLM call ends until after the wait is stored.
+    let status = || async {
+        sqlx::query_scalar::<_, String>("SELECT status FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_one(&env.pool)
+            .await
+            .expect("status")
+    };
+    let mut sent: Vec<String> = Vec::new();
+    let mut after_wait = 0;
+    while after_wait < 10 {
+        assert!(sent.len() < 2000, "the task never reached waiting");
+        let text = format!("hint {}", sent.len());
+        let inject = Inject {
+            task_id,
+            text: text.clone(),
+        };
+        control(&env, ControlMessage::Inject(inject)).await;
+        sent.push(text);
+        if status().await == "waiting" {
+            after_wait += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = of_type(&env.stored_events(task_id).await, "input.injected").len();
+        if stored == sent.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{stored} of {} injects stored",
+            sent.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    control(
+        &env,
+        ControlMessage::Resume(Resume {
+            task_id,
+            budget: None,
+        }),
+    )
+    .await;
+    assert_eq!(env.wait_terminal(task_id).await.status, "completed");
+    let requests = env.fake.requests_for(marker);
+    let mut shown: Vec<String> = serde_json::from_value(guidance(&requests[1])).expect("texts");
+    shown.sort();
+    sent.sort();
+    assert_eq!(shown, sent);
+    env.stop().await;
+}

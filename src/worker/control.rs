@@ -302,6 +302,44 @@ async fn apply(
     Ok(())
 }
 
+/// Applies what reached a task's stops after its run stopped reading them: a cancel or
+/// guidance that came while the run committed `waiting` or let the task go (the task was
+/// still registered here, so the message was handed to it and not to the database). Once
+/// the task is out of `running`, each is applied as for a task this worker does not run;
+/// one that cannot be applied now goes back to the pending queue to be retried.
+pub(super) async fn apply_late(
+    deps: &WorkerDeps,
+    running: &RunningTasks,
+    task_id: Uuid,
+    stops: &super::interrupt::Stops,
+) {
+    use crate::contract::control::{Cancel, Inject};
+    let mut late: Vec<ControlMessage> = stops
+        .take_guidance()
+        .into_iter()
+        .map(|text| ControlMessage::Inject(Inject { task_id, text }))
+        .collect();
+    if stops.cancel.is_cancelled() {
+        late.push(ControlMessage::Cancel(Cancel { task_id }));
+    }
+    for message in late {
+        if let Err(err) = apply(deps, running, &message).await {
+            tracing::warn!(%task_id, error = %format!("{err:#}"), "late control message requeued");
+            let properties = BasicProperties::default()
+                .with_content_type("application/json".into())
+                .with_type(message.kind().into());
+            let queue = &deps.names.control_pending_queue;
+            if let Err(err) = deps
+                .publisher
+                .publish("", queue, &message.body(), properties)
+                .await
+            {
+                tracing::error!(%task_id, error = %format!("{err:#}"), "late control message lost");
+            }
+        }
+    }
+}
+
 /// Who holds a task's lease.
 pub(super) enum Holder {
     Me,

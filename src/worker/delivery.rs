@@ -145,7 +145,7 @@ async fn run(
     let stops = Stops::default();
     running.insert(spec.task_id, stops.clone());
     let heartbeat = spawn_heartbeat(deps, spec.task_id, stops.release.clone());
-    let mut task_run = TaskRun::new(deps, taken, agent, spec.stream, stops);
+    let mut task_run = TaskRun::new(deps, taken, agent, spec.stream, stops.clone());
     let end = task_run.drive().await;
     heartbeat.cancel();
     running.remove(spec.task_id);
@@ -156,11 +156,15 @@ async fn run(
             super::delegation::task_ended(deps, spec.task_id).await;
             Ok(Handled::Finished)
         }
-        RunEnd::Waiting => Ok(Handled::Finished),
+        RunEnd::Waiting => {
+            super::control::apply_late(deps, running, spec.task_id, &stops).await;
+            Ok(Handled::Finished)
+        }
         RunEnd::Released => {
             let confirmed = task_run.confirmed.get();
             store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, confirmed)
                 .await?;
+            super::control::apply_late(deps, running, spec.task_id, &stops).await;
             Ok(Handled::Released)
         }
     }
