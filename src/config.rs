@@ -40,6 +40,9 @@ pub struct Settings {
     /// `[prices."MODEL"]`: USD per million input and output tokens (CONTRACT §8).
     #[serde(default)]
     pub prices: std::collections::HashMap<String, crate::core::budget::Price>,
+    /// `[otel]`: OpenTelemetry export of one trace per task (off by default).
+    #[serde(default)]
+    pub otel: crate::otel::OtelSettings,
 }
 
 /// RabbitMQ connection and topology names (CONTRACT §2–3).

@@ -27,6 +27,13 @@ enum Command {
     Worker,
     /// Serve the HTTP/SSE API and the live trace page (gateway.bind) until SIGINT/SIGTERM.
     Serve,
+    /// A DEMO with no LLM account: a worker, the gateway and a scripted local model (not an
+    /// LLM) in one process, in the namespace of config/dev.toml (database agentd_dev).
+    Dev {
+        /// Milliseconds the demo model waits before each reply.
+        #[arg(long, default_value_t = 300)]
+        latency_ms: u64,
+    },
     /// Create the database if missing and apply the migrations.
     Migrate,
     /// Manage agents.
@@ -168,7 +175,14 @@ async fn main() -> ExitCode {
     if let Command::Asyncapi { check } = &args.command {
         return finish(cli::asyncapi::run(check.as_deref()));
     }
-    let settings = match Settings::load(args.config.as_deref()) {
+    // `agentd dev` runs in the namespace of config/dev.toml unless told otherwise.
+    let dev_config = PathBuf::from("config/dev.toml");
+    let extra = match (&args.command, &args.config) {
+        (Command::Dev { .. }, None) => Some(dev_config.as_path()),
+        (_, config) => config.as_deref(),
+    };
+    let config_hint = extra.map(|path| path.display().to_string());
+    let settings = match Settings::load(extra) {
         Ok(settings) => settings,
         Err(err) => {
             eprintln!("agentd: {err:#}");
@@ -176,7 +190,7 @@ async fn main() -> ExitCode {
         }
     };
     cli::telemetry::init(&settings.log);
-    finish(dispatch(args.command, settings).await)
+    finish(dispatch(args.command, settings, config_hint).await)
 }
 
 fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
@@ -189,10 +203,19 @@ fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     }
 }
 
-async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
+async fn dispatch(
+    command: Command,
+    settings: Settings,
+    config_hint: Option<String>,
+) -> anyhow::Result<ExitCode> {
     match command {
         Command::Worker => cli::worker(settings).await,
         Command::Serve => cli::serve(settings).await,
+        Command::Dev { latency_ms } => {
+            let hint = config_hint.unwrap_or_else(|| "config/dev.toml".into());
+            let latency = std::time::Duration::from_millis(latency_ms);
+            cli::dev::run(settings, latency, &hint).await
+        }
         Command::Migrate => cli::migrate(&settings).await,
         Command::Agent(AgentCommand::Create {
             name,

@@ -4,6 +4,7 @@ pub mod approvals;
 pub mod asyncapi;
 pub mod cancel;
 pub mod control;
+pub mod dev;
 pub mod prune;
 pub mod replay;
 pub mod submit;
@@ -45,7 +46,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(term) => term,

@@ -68,11 +68,26 @@ pub struct NewAgent {
 /// Inserts an agent and returns its id (UUID v7).
 pub async fn create(pool: &PgPool, agent: &NewAgent) -> sqlx::Result<Uuid> {
     let agent_id = Uuid::now_v7();
-    sqlx::query(
+    insert(pool, agent_id, agent, "").await?;
+    Ok(agent_id)
+}
+
+/// Inserts the agent `agent_id` unless an agent with that id exists (left as it is).
+pub async fn ensure(pool: &PgPool, agent_id: Uuid, agent: &NewAgent) -> sqlx::Result<()> {
+    insert(pool, agent_id, agent, " ON CONFLICT (agent_id) DO NOTHING").await
+}
+
+async fn insert(
+    pool: &PgPool,
+    agent_id: Uuid,
+    agent: &NewAgent,
+    on_conflict: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(&format!(
         "INSERT INTO agents (agent_id, name, model, max_iteration, tools, approval_tools, \
                              approval_timeout_secs, on_approval_expiry) \
-         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8)",
-    )
+         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8){on_conflict}"
+    ))
     .bind(agent_id)
     .bind(&agent.name)
     .bind(&agent.model)
@@ -83,7 +98,7 @@ pub async fn create(pool: &PgPool, agent: &NewAgent) -> sqlx::Result<Uuid> {
     .bind(&agent.on_approval_expiry)
     .execute(pool)
     .await?;
-    Ok(agent_id)
+    Ok(())
 }
 
 /// Looks an agent up by id.

@@ -54,4 +54,6 @@ pub struct WorkerDeps {
     pub prices: Arc<HashMap<String, Price>>,
     /// Provider rate limits shared with every worker (`[[llm.limits]]`).
     pub rate_limits: Arc<[crate::core::rate_limit::RateLimit]>,
+    /// Where the spans of committed steps go (`[otel]`; off by default).
+    pub telemetry: crate::otel::Telemetry,
 }

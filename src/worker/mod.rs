@@ -86,16 +86,25 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         replies,
         prices: Arc::new(settings.prices.clone()),
         rate_limits: settings.llm.limits.clone().into(),
+        telemetry: crate::otel::Telemetry::disabled(),
     })
 }
 
 /// Runs the worker until `shutdown` fires, then drains: stops consuming, gives in-flight
 /// tasks `worker.shutdown_grace_secs` to finish, and requeues the rest (resumable).
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let deps = connect(&settings).await?;
+    let (telemetry, exporter) = crate::otel::Telemetry::start(&settings.otel)?;
+    let mut deps = connect(&settings).await?;
+    deps.telemetry = telemetry;
     let _sidecars = crate::ops::start(&settings, &deps, &shutdown).await?;
     let broker = Arc::clone(deps.publisher.broker());
     serve(deps, &settings, shutdown).await;
+    if let Some(exporter) = exporter {
+        let flushed = tokio::task::spawn_blocking(move || exporter.shutdown());
+        if tokio::time::timeout(STOP_WAIT, flushed).await.is_err() {
+            tracing::warn!("the OpenTelemetry exporter did not flush in time; exiting anyway");
+        }
+    }
     if tokio::time::timeout(STOP_WAIT, broker.close())
         .await
         .is_err()

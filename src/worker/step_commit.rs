@@ -51,11 +51,12 @@ pub struct StepCommit {
 
 impl StepCommit {
     /// Starts writing `write` with the fresh events of `outbound`, then publishing them,
-    /// once `previous` (the task's step before, if still in flight) is done.
+    /// once `previous` (the task's step before, if still in flight) is done; the step's
+    /// spans, if any, are exported once it committed.
     pub fn start(
         deps: &WorkerDeps,
         release: CancellationToken,
-        mut write: StepWrite,
+        (mut write, spans): (StepWrite, Option<crate::otel::StepSpans>),
         mut outbound: Outbound,
         previous: Option<StepCommit>,
         confirmed: Confirmed,
@@ -72,6 +73,9 @@ impl StepCommit {
                 write.confirmed_seq = confirmed.get();
                 let outbound = write_through_outages(&committer, &release, write, outbound).await?;
                 let _ = written.send(());
+                if let Some(spans) = spans {
+                    spans.export();
+                }
                 outbound.observe();
                 let delivered = outbound.deliver(&publisher, &exchange).await;
                 confirmed.advance(delivered.last_confirmed);

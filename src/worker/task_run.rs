@@ -81,6 +81,8 @@ pub struct TaskRun<'a> {
     checkpoint: Option<String>,
     /// The step being committed, if its commit has not been waited for yet.
     in_flight: Option<StepCommit>,
+    /// What the task's OpenTelemetry spans say about it.
+    span_task: crate::otel::TaskSpan,
 }
 
 impl<'a> TaskRun<'a> {
@@ -97,6 +99,13 @@ impl<'a> TaskRun<'a> {
             log,
             confirmed_seq,
         } = taken;
+        let span_task = crate::otel::TaskSpan {
+            task_id: machine.task().task_id,
+            agent_id: agent.agent_id,
+            agent_name: agent.name.clone(),
+            model: agent.model.clone(),
+            created_at: machine.task().created_at,
+        };
         let approval = agent.approval_policy();
         let approval_timeout_secs = agent.approval_timeout_secs();
         let granted = agent.tools;
@@ -126,6 +135,7 @@ impl<'a> TaskRun<'a> {
             confirmed: Confirmed::new(confirmed_seq),
             checkpoint: None,
             in_flight: None,
+            span_task,
         }
     }
 
@@ -393,10 +403,11 @@ impl<'a> TaskRun<'a> {
         };
         let release = self.stops.release.clone();
         let previous = self.in_flight.take();
+        let spans = self.deps.telemetry.step(&self.span_task, &write);
         self.in_flight = Some(StepCommit::start(
             self.deps,
             release,
-            write,
+            (write, spans),
             outbound,
             previous,
             self.confirmed.clone(),

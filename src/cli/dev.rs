@@ -1,0 +1,74 @@
+//! `agentd dev`: try agentd with no LLM account. One process runs the scripted demo model
+//! ([`crate::demo`]), a worker pointed at it and the gateway with the live page, in the
+//! namespace of `config/dev.toml` (database `agentd_dev`, queues `agentd_dev.*`), and makes
+//! sure an agent named `demo` exists. It is a demo: the model is a script, not an LLM.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::store;
+
+/// The demo agent's name.
+pub const AGENT_NAME: &str = "demo";
+
+/// The demo agent's id, the same in every demo database so that docs can name it.
+pub const AGENT_ID: uuid::Uuid = uuid::uuid!("00000000-0000-4000-8000-0000000000de");
+
+/// Runs until SIGINT or SIGTERM. `config_hint` is the `--config` the other commands need.
+pub async fn run(
+    mut settings: Settings,
+    latency: Duration,
+    config_hint: &str,
+) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        super::wait_for_signal().await;
+        tracing::info!("signal received; stopping the demo");
+        trigger.cancel();
+    });
+    let pool = store::prepare(&settings.database.url, 2).await?;
+    let agent_id = demo_agent(&pool).await?;
+    pool.close().await;
+    settings.llm.base_url = crate::demo::start("127.0.0.1:0", latency, shutdown.clone()).await?;
+    settings.llm.api_key = None;
+    settings.llm.limits.clear();
+
+    let gateway = tokio::spawn(crate::gateway::run(settings.clone(), shutdown.clone()));
+    let worker = tokio::spawn(crate::worker::run(settings.clone(), shutdown.clone()));
+    println!(
+        "agentd dev: a DEMO. The model is a local script, not an LLM: it plans, calls the \
+         calculate tool and answers arithmetic questions, and says so for anything else.\n\
+         \n  database  {db}\n  tasks     {queue}\n  model     {model}\n  agent     {agent_id} ({name})\n  page      http://{bind}/\n\
+         \nTry, in another shell:\n  agentd --config {config_hint} submit --agent {agent_id} --wait \"What is 17 * 23 + 4?\"\n\
+         \nCtrl-C stops it.",
+        db = crate::amqp::broker::mask_password(&settings.database.url),
+        queue = settings.amqp.tasks_queue,
+        model = settings.llm.base_url,
+        name = AGENT_NAME,
+        bind = settings.gateway.bind,
+    );
+    let (gateway, worker) = tokio::join!(gateway, worker);
+    shutdown.cancel();
+    gateway??;
+    worker??;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Makes sure the `demo` agent exists (a row someone changed is left as it is).
+async fn demo_agent(pool: &sqlx::PgPool) -> anyhow::Result<uuid::Uuid> {
+    let agent = store::agents::NewAgent {
+        name: AGENT_NAME.into(),
+        model: crate::demo::MODEL.into(),
+        max_iteration: Some(10),
+        tools: None,
+        approval_tools: None,
+        approval_timeout_secs: None,
+        on_approval_expiry: None,
+    };
+    store::agents::ensure(pool, AGENT_ID, &agent).await?;
+    Ok(AGENT_ID)
+}
