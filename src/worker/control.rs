@@ -139,9 +139,14 @@ async fn listen_own(
             ControlMessage::Resume(_) | ControlMessage::Approval(_) => {}
             // Applied once: by the holder when another worker forwards it here, else by
             // whichever worker reads it from the pending queue.
-            ControlMessage::Inject(inject) if forwarded(&delivery) => {
+            // The forwarder saw this worker's lease; if the task is no longer (or not yet)
+            // registered here, where it is now decides.
+            ControlMessage::Inject(ref inject) if forwarded(&delivery) => {
                 let here = running.inject_if_running(inject.task_id, &inject.text);
                 tracing::info!(task_id = %inject.task_id, running_here = here, "guidance injected");
+                if !here {
+                    apply_or_requeue(deps, running, &message).await;
+                }
             }
             ControlMessage::Inject(_) => {}
         }
@@ -266,9 +271,7 @@ async fn apply(
                 return Ok(());
             }
             match alive_holder(deps, task_id).await? {
-                Holder::Me => {
-                    running.inject_if_running(task_id, &inject.text);
-                }
+                Holder::Me => running.inject(task_id, &inject.text),
                 Holder::Other(owner) => forward(deps, owner, message).await?,
                 Holder::Nobody(dead_owner) => {
                     let sink = Sink::of(deps);
@@ -323,20 +326,28 @@ pub(super) async fn apply_late(
         late.push(ControlMessage::Cancel(Cancel { task_id }));
     }
     for message in late {
-        if let Err(err) = apply(deps, running, &message).await {
-            tracing::warn!(%task_id, error = %format!("{err:#}"), "late control message requeued");
-            let properties = BasicProperties::default()
-                .with_content_type("application/json".into())
-                .with_type(message.kind().into());
-            let queue = &deps.names.control_pending_queue;
-            if let Err(err) = deps
-                .publisher
-                .publish("", queue, &message.body(), properties)
-                .await
-            {
-                tracing::error!(%task_id, error = %format!("{err:#}"), "late control message lost");
-            }
-        }
+        apply_or_requeue(deps, running, &message).await;
+    }
+}
+
+/// Applies `message` as the pending queue's consumer would; if it cannot be applied now
+/// (database away), puts it on the pending queue to be retried.
+async fn apply_or_requeue(deps: &WorkerDeps, running: &RunningTasks, message: &ControlMessage) {
+    let Err(err) = apply(deps, running, message).await else {
+        return;
+    };
+    let task_id = message.task_id();
+    tracing::warn!(%task_id, error = %format!("{err:#}"), "control message requeued");
+    let properties = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_type(message.kind().into());
+    let queue = &deps.names.control_pending_queue;
+    if let Err(err) = deps
+        .publisher
+        .publish("", queue, &message.body(), properties)
+        .await
+    {
+        tracing::error!(%task_id, error = %format!("{err:#}"), "control message lost");
     }
 }
 
