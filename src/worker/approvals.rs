@@ -178,19 +178,12 @@ pub fn spawn_expiry(
     stop: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(EXPIRY_PERIOD) => {}
-            }
-            let pass = expire_once(&pool, &publisher, &events_exchange, &tasks_queue);
-            let done = tokio::select! {
-                () = stop.cancelled() => return,
-                done = pass => done,
-            };
-            if let Err(err) = done {
-                tracing::warn!(error = %format!("{err:#}"), "the approval expiry pass failed");
-            }
-        }
+        let (pool, publisher) = (&pool, &publisher);
+        let (events_exchange, tasks_queue) = (events_exchange.as_str(), tasks_queue.as_str());
+        let pass = move || async move {
+            expire_once(pool, publisher, events_exchange, tasks_queue).await?;
+            Ok(())
+        };
+        super::sweep::every(EXPIRY_PERIOD, &stop, "the approval expiry pass", pass).await;
     })
 }

@@ -125,20 +125,8 @@ pub fn spawn_sweep(
     stop: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(SWEEP_PERIOD) => {}
-            }
-            let pass = sweep_once(&pool, &publisher, &tasks_queue);
-            let done = tokio::select! {
-                () = stop.cancelled() => return,
-                done = pass => done,
-            };
-            if let Err(err) = done {
-                tracing::warn!(error = %format!("{err:#}"), "the conversation sweep failed");
-            }
-        }
+        let pass = || sweep_once(&pool, &publisher, &tasks_queue);
+        super::sweep::every(SWEEP_PERIOD, &stop, "the conversation sweep", pass).await;
     })
 }
 

@@ -294,28 +294,19 @@ pub fn spawn_sweep(
     stop: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(SWEEP_PERIOD) => {}
-            }
-            let pass = async {
-                let parents = {
-                    let mut conn = pool.acquire().await?;
-                    children::idle_parents(&mut conn, SWEEP_GRACE_SECS, 100).await?
-                };
-                for parent in parents {
-                    free_parent(&pool, &publisher, &tasks_queue, parent).await?;
-                }
-                anyhow::Ok(())
-            };
-            let done = tokio::select! {
-                () = stop.cancelled() => return,
-                done = pass => done,
-            };
-            if let Err(err) = done {
-                tracing::warn!(error = %format!("{err:#}"), "the delegation sweep failed");
-            }
-        }
+        let pass = || sweep_once(&pool, &publisher, &tasks_queue);
+        super::sweep::every(SWEEP_PERIOD, &stop, "the delegation sweep", pass).await;
     })
+}
+
+/// One sweep: frees the parents whose children all ended.
+async fn sweep_once(pool: &PgPool, publisher: &Publisher, tasks_queue: &str) -> anyhow::Result<()> {
+    let parents = {
+        let mut conn = pool.acquire().await?;
+        children::idle_parents(&mut conn, SWEEP_GRACE_SECS, 100).await?
+    };
+    for parent in parents {
+        free_parent(pool, publisher, tasks_queue, parent).await?;
+    }
+    Ok(())
 }

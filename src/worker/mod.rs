@@ -21,6 +21,7 @@ mod reconcile;
 mod replies;
 mod running;
 mod step_commit;
+mod sweep;
 mod task_run;
 mod tool_calls;
 pub mod unheld;

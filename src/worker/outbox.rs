@@ -150,17 +150,10 @@ pub async fn sweep_loop(
     exchange: String,
     stop: CancellationToken,
 ) {
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(SWEEP_EVERY) => {}
-        }
-        let swept = tokio::select! {
-            () = stop.cancelled() => return,
-            swept = sweep_once(&pool, &publisher, &exchange) => swept,
-        };
-        if let Err(err) = swept {
-            tracing::warn!(error = %err, "outbox sweep failed; trying again later");
-        }
-    }
+    let (pool, publisher, exchange) = (&pool, &publisher, exchange.as_str());
+    let pass = move || async move {
+        sweep_once(pool, publisher, exchange).await?;
+        Ok(())
+    };
+    super::sweep::every(SWEEP_EVERY, &stop, "the outbox sweep", pass).await;
 }

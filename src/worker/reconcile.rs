@@ -36,22 +36,15 @@ pub fn spawn(
     stop: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(period(orphan_after)) => {}
+        let (pool, publisher, tasks_queue) = (&pool, &publisher, tasks_queue.as_str());
+        let round = move || async move {
+            let count = reconcile_once(pool, publisher, tasks_queue, orphan_after).await?;
+            if count > 0 {
+                tracing::warn!(count, "re-enqueued orphaned tasks");
             }
-            let round = reconcile_once(&pool, &publisher, &tasks_queue, orphan_after);
-            let done = tokio::select! {
-                () = stop.cancelled() => return,
-                done = round => done,
-            };
-            match done {
-                Ok(0) => {}
-                Ok(count) => tracing::warn!(count, "re-enqueued orphaned tasks"),
-                Err(err) => tracing::warn!(error = %format!("{err:#}"), "reconciling failed"),
-            }
-        }
+            Ok(())
+        };
+        super::sweep::every(period(orphan_after), &stop, "reconciling", round).await;
     })
 }
 
