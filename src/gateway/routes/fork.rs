@@ -2,10 +2,9 @@
 //! answered like `POST /v1/tasks`. The work is [`crate::fork::fork_task`], shared with
 //! `agentd fork`.
 
-use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use serde::Deserialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -14,7 +13,6 @@ use super::tasks::TaskAccepted;
 use crate::fork::{ForkError, fork_task};
 use crate::gateway::AppState;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::store::tasks::status;
 
 /// Body of `POST /v1/tasks/{task_id}/fork`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -75,17 +73,5 @@ pub async fn fork(
             return Err(ApiError::new(StatusCode::CONFLICT, "not_forkable", problem));
         }
     };
-    let task_url = format!("/v1/tasks/{new_id}");
-    let accepted = TaskAccepted {
-        task_id: new_id,
-        status: status::PENDING,
-        events_url: format!("{task_url}/events"),
-        task_url: task_url.clone(),
-    };
-    Ok((
-        StatusCode::ACCEPTED,
-        [(header::LOCATION, task_url)],
-        Json(accepted),
-    )
-        .into_response())
+    Ok(super::tasks::accepted(new_id))
 }

@@ -146,6 +146,12 @@ pub async fn create_task(
     };
     publish(&state, &task).await?;
     record_pending(&state, task_id, &task).await;
+    Ok(accepted(task_id))
+}
+
+/// The 202 answer for a task published as `task_id` (a new task or a fork): where to read
+/// it and follow its events.
+pub(super) fn accepted(task_id: Uuid) -> Response {
     let task_url = format!("/v1/tasks/{task_id}");
     let accepted = TaskAccepted {
         task_id,
@@ -153,12 +159,12 @@ pub async fn create_task(
         events_url: format!("{task_url}/events"),
         task_url: task_url.clone(),
     };
-    Ok((
+    (
         StatusCode::ACCEPTED,
         [(header::LOCATION, task_url)],
         Json(accepted),
     )
-        .into_response())
+        .into_response()
 }
 
 /// Publishes the task message exactly as `agentd submit` does.
