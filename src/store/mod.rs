@@ -18,6 +18,7 @@ pub mod step;
 pub mod tasks;
 pub mod trace;
 pub mod transient;
+pub mod unheld;
 
 use std::time::Duration;
 

@@ -23,7 +23,8 @@ use crate::contract::events::{ApprovalDecided, EventData, TaskFailed};
 use crate::core::approval::{Decision, DecisionKind, OnExpiry};
 use crate::core::machine::FailReason;
 use crate::store::approvals::{self, Recorded};
-use crate::store::tasks::{Ending, status};
+use crate::store::tasks::status;
+use crate::store::unheld::Ending;
 
 /// How often a worker looks for expired requests.
 const EXPIRY_PERIOD: Duration = Duration::from_secs(1);
@@ -96,7 +97,7 @@ async fn record(
             fail_reason: Some(reason.as_str()),
             error: Some(error),
         };
-        if crate::store::tasks::end_unheld(&mut tx, task_id, None, ending)
+        if crate::store::unheld::end_unheld(&mut tx, task_id, None, ending)
             .await?
             .is_some()
         {

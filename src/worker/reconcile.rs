@@ -87,7 +87,7 @@ pub async fn resume_waiting(
     budget: Option<&Budget>,
 ) -> anyhow::Result<bool> {
     let mut tx = deps.pool.begin().await?;
-    let Some(task) = store::tasks::resume_waiting(&mut tx, task_id, budget).await? else {
+    let Some(task) = store::unheld::resume_waiting(&mut tx, task_id, budget).await? else {
         tx.rollback().await?;
         return Ok(false);
     };

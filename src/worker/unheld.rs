@@ -16,7 +16,8 @@ use crate::contract::events::{EventData, InputInjected, TaskCancelled, TaskFaile
 use crate::core::machine::FailReason;
 use crate::store;
 use crate::store::replies::ReplyRoute;
-use crate::store::tasks::{Ending, NewTask, status};
+use crate::store::tasks::{NewTask, status};
+use crate::store::unheld::Ending;
 
 /// Where an unheld task's terminal event goes.
 #[derive(Clone, Copy)]
@@ -90,7 +91,7 @@ pub async fn inject_unheld(
     dead_owner: Option<Uuid>,
 ) -> anyhow::Result<bool> {
     let mut tx = sink.pool.begin().await?;
-    let Some(task) = store::tasks::inject_unheld(&mut tx, task_id, text, dead_owner).await? else {
+    let Some(task) = store::unheld::inject_unheld(&mut tx, task_id, text, dead_owner).await? else {
         tx.rollback().await?;
         return Ok(false);
     };
@@ -118,7 +119,7 @@ pub async fn reject_taken(
     let sink = Sink::of(deps);
     let mut tx = sink.pool.begin().await?;
     let owner = Some(deps.worker_id);
-    if store::tasks::end_unheld(&mut tx, task_id, owner, ending)
+    if store::unheld::end_unheld(&mut tx, task_id, owner, ending)
         .await?
         .is_none()
     {
@@ -146,7 +147,7 @@ pub async fn reject_taken(
 /// message waits in the queue). Returns whether this call ended it.
 pub async fn cancel_unstarted(sink: Sink<'_>, task_id: Uuid) -> anyhow::Result<bool> {
     let mut tx = sink.pool.begin().await?;
-    let Some(agent_id) = store::tasks::cancel_unstarted(&mut tx, task_id).await? else {
+    let Some(agent_id) = store::unheld::cancel_unstarted(&mut tx, task_id).await? else {
         tx.rollback().await?;
         return Ok(false);
     };
@@ -175,7 +176,7 @@ pub async fn end_by_delivery_limit(
         error: Some(&error),
     };
     let mut tx = sink.pool.begin().await?;
-    let ended = store::tasks::end_unheld(&mut tx, task_id, dead_owner, ending).await?;
+    let ended = store::unheld::end_unheld(&mut tx, task_id, dead_owner, ending).await?;
     let Some(ended) = ended else {
         tx.rollback().await?;
         return Ok(false);
@@ -205,7 +206,7 @@ pub async fn cancel_unheld(
         error: None,
     };
     let mut tx = sink.pool.begin().await?;
-    let ended = store::tasks::end_unheld(&mut tx, task_id, dead_owner, ending).await?;
+    let ended = store::unheld::end_unheld(&mut tx, task_id, dead_owner, ending).await?;
     let Some(ended) = ended else {
         tx.rollback().await?;
         return Ok(false);
