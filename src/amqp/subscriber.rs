@@ -2,7 +2,11 @@
 //! and the gateway do), a durable queue shared by the workers (manual acknowledgements), a
 //! worker's own exclusive queue, and a producer's reply queue (`submit --wait`).
 
+use std::time::Duration;
+
 use anyhow::Context;
+use futures::StreamExt;
+use lapin::message::Delivery;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Consumer};
@@ -113,4 +117,39 @@ pub async fn consume_exclusive(channel: &Channel, queue: &str) -> anyhow::Result
         )
         .await
         .with_context(|| format!("consuming {queue}"))
+}
+
+/// How often a consumer's channel is looked at while no delivery comes.
+const LIVENESS_CHECK: Duration = Duration::from_secs(1);
+
+/// What a consumer gave.
+#[derive(Debug)]
+pub enum Next {
+    Delivery(Box<Delivery>),
+    /// The broker cancelled the consumer (its queue was deleted, or a node went away).
+    Cancelled,
+}
+
+/// The next delivery of `consumer` on `channel`; an error when the consumer failed or its
+/// channel is no longer open. After a broker restart, a consumer's stream has been seen to
+/// stay pending although its connection was closed (the broker then held the queue's
+/// messages with no consumer, for good), so the channel's state is checked every
+/// [`LIVENESS_CHECK`] while waiting, and a closed channel ends the wait like a failure: the
+/// caller consumes again on a new connection.
+pub async fn next_delivery(consumer: &mut Consumer, channel: &Channel) -> anyhow::Result<Next> {
+    loop {
+        tokio::select! {
+            delivery = consumer.next() => return match delivery {
+                Some(Ok(delivery)) => Ok(Next::Delivery(Box::new(delivery))),
+                Some(Err(err)) => Err(anyhow::anyhow!("the consumer failed: {err}")),
+                None => Ok(Next::Cancelled),
+            },
+            () = tokio::time::sleep(LIVENESS_CHECK) => {
+                anyhow::ensure!(
+                    channel.status().connected(),
+                    "the consumer's channel is no longer open"
+                );
+            }
+        }
+    }
 }

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::StreamExt;
 use lapin::BasicProperties;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
@@ -28,6 +27,7 @@ use uuid::Uuid;
 use super::deps::WorkerDeps;
 use super::running::RunningTasks;
 use super::unheld::{self, Sink};
+use crate::amqp::subscriber::Next;
 use crate::amqp::{self, Broker};
 use crate::contract::ControlMessage;
 
@@ -88,14 +88,14 @@ async fn reconnecting<F, Fut>(
 /// The next delivery, `None` at shutdown.
 async fn next(
     consumer: &mut lapin::Consumer,
+    channel: &lapin::Channel,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<Delivery>> {
     tokio::select! {
         () = shutdown.cancelled() => Ok(None),
-        delivery = consumer.next() => match delivery {
-            Some(Ok(delivery)) => Ok(Some(delivery)),
-            Some(Err(err)) => anyhow::bail!("the consumer failed: {err}"),
-            None => anyhow::bail!("the consumer was cancelled"),
+        next = amqp::subscriber::next_delivery(consumer, channel) => match next? {
+            Next::Delivery(delivery) => Ok(Some(*delivery)),
+            Next::Cancelled => anyhow::bail!("the consumer was cancelled"),
         },
     }
 }
@@ -122,7 +122,7 @@ async fn listen_own(
         .await
         .context("declaring the worker's control queue")?;
     let mut consumer = amqp::subscriber::consume_exclusive(channel, &queue).await?;
-    while let Some(delivery) = next(&mut consumer, shutdown).await? {
+    while let Some(delivery) = next(&mut consumer, channel, shutdown).await? {
         let Some(message) = parse(&delivery) else {
             continue;
         };
@@ -162,7 +162,7 @@ async fn listen_pending(
 ) -> anyhow::Result<()> {
     let queue = &deps.names.control_pending_queue;
     let mut consumer = amqp::subscriber::consume_durable(channel, queue, PENDING_PREFETCH).await?;
-    while let Some(delivery) = next(&mut consumer, shutdown).await? {
+    while let Some(delivery) = next(&mut consumer, channel, shutdown).await? {
         let applied = match parse(&delivery) {
             Some(message) => apply(deps, running, &message).await,
             None => Ok(()),

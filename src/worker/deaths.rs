@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
+use anyhow::Context;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -18,6 +18,7 @@ use super::control::{Holder, alive_holder};
 use super::deps::WorkerDeps;
 use super::unheld::{self, Sink};
 use crate::amqp;
+use crate::amqp::subscriber::Next;
 
 /// Dead letters handled at once.
 const PREFETCH: u16 = 8;
@@ -50,14 +51,13 @@ async fn listen(
     let queue = &deps.names.deaths_queue;
     let mut consumer = amqp::subscriber::consume_durable(channel, queue, PREFETCH).await?;
     loop {
-        let delivery = tokio::select! {
+        let next = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            delivery = consumer.next() => delivery,
+            next = amqp::subscriber::next_delivery(&mut consumer, channel) => next,
         };
-        let delivery = match delivery {
-            Some(Ok(delivery)) => delivery,
-            Some(Err(err)) => anyhow::bail!("the deaths consumer failed: {err}"),
-            None => anyhow::bail!("the deaths consumer was cancelled"),
+        let delivery = match next.context("the deaths consumer")? {
+            Next::Delivery(delivery) => delivery,
+            Next::Cancelled => anyhow::bail!("the deaths consumer was cancelled"),
         };
         let settled = match task_of(&delivery.data) {
             None => delivery.acker.ack(BasicAckOptions::default()).await,

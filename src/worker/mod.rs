@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
@@ -41,6 +40,7 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::amqp;
+use crate::amqp::subscriber::Next;
 use crate::config::Settings;
 use crate::core::prompt::PromptTemplate;
 use crate::llm::OpenAiClient;
@@ -232,21 +232,20 @@ async fn consume(
         .await
         .context("consuming the tasks queue")?;
     loop {
-        let delivery = tokio::select! {
+        let next = tokio::select! {
             () = shutdown.cancelled() => {
                 let _ = channel.basic_cancel(tag.as_str().into(), BasicCancelOptions::default()).await;
                 return Ok(());
             }
-            delivery = consumer.next() => delivery,
+            next = amqp::subscriber::next_delivery(&mut consumer, channel) => next,
         };
-        match delivery {
-            Some(Ok(delivery)) => {
+        match next.context("the task consumer")? {
+            Next::Delivery(delivery) => {
                 let (deps, running) = (Arc::clone(deps), running.clone());
                 let shutdown = shutdown.clone();
-                tracker.spawn(async move { process(&deps, &running, delivery, &shutdown).await });
+                tracker.spawn(async move { process(&deps, &running, *delivery, &shutdown).await });
             }
-            Some(Err(err)) => anyhow::bail!("the task consumer failed: {err}"),
-            None => anyhow::bail!("the task consumer was cancelled by the broker"),
+            Next::Cancelled => anyhow::bail!("the task consumer was cancelled by the broker"),
         }
     }
 }

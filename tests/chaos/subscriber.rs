@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueBindOptions, QueueDeclareOptions,
 };
@@ -16,6 +15,10 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use agentd::amqp::Broker;
+use agentd::amqp::subscriber::{Next, next_delivery};
+
+/// How long an acknowledgement may take before the channel is taken for lost.
+const ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Deliveries in flight to the subscriber, unacknowledged.
 const PREFETCH: u16 = 500;
@@ -27,6 +30,8 @@ pub struct Seen {
     pub streams: HashMap<Uuid, BTreeMap<i64, String>>,
     /// Events received again (same task and seq).
     pub duplicates: u64,
+    /// Consumers started (one more after every lost connection).
+    pub consumers: u64,
 }
 
 /// The running subscriber.
@@ -121,21 +126,20 @@ async fn consume(
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             continue;
         };
+        if let Ok(mut seen) = seen.lock() {
+            seen.consumers += 1;
+        }
         loop {
-            let delivery = tokio::select! {
+            let next = tokio::select! {
                 () = stop.cancelled() => return,
-                delivery = consumer.next() => delivery,
+                next = next_delivery(&mut consumer, &channel) => next,
             };
-            let Some(Ok(delivery)) = delivery else {
+            let Ok(Next::Delivery(delivery)) = next else {
                 break; // the connection went away: consume again
             };
             record(&seen, &delivery.data);
-            if delivery
-                .acker
-                .ack(BasicAckOptions::default())
-                .await
-                .is_err()
-            {
+            let ack = delivery.acker.ack(BasicAckOptions::default());
+            if !matches!(tokio::time::timeout(ACK_TIMEOUT, ack).await, Ok(Ok(_))) {
                 break; // not acknowledged: it comes again on the next channel
             }
         }

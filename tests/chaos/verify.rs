@@ -1,7 +1,7 @@
 //! What must hold after a chaos run, checked against the tables, the subscriber's view and
 //! the MCP server's record of executed calls, and the figures printed as one JSON line.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -151,9 +151,74 @@ async fn wait_for_subscriber(env: &TestEnv, ids: &[Uuid], subscriber: &Subscribe
             Err(_) => usize::MAX,
         };
         if missing == 0 || Instant::now() > deadline {
+            if missing > 0 {
+                explain_stranded(env, ids, &stored, subscriber).await;
+            }
             return missing;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Says which events the subscriber misses and how far the outbox thinks each such task was
+/// confirmed, so that a failure tells a worker that never published from a subscriber
+/// that stopped receiving.
+async fn explain_stranded(
+    env: &TestEnv,
+    ids: &[Uuid],
+    stored: &HashMap<Uuid, i64>,
+    subscriber: &Subscriber,
+) {
+    let confirmed: HashMap<Uuid, i64> =
+        sqlx::query_as::<_, (Uuid, i64)>("SELECT task_id, confirmed_seq FROM tasks")
+            .fetch_all(&env.pool)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+    let Ok(seen) = subscriber.seen.lock() else {
+        return;
+    };
+    let mut short: Vec<String> = Vec::new();
+    for task in ids {
+        let last = stored.get(task).copied().unwrap_or(0);
+        let stream = seen.streams.get(task);
+        let missing: Vec<i64> = (1..=last)
+            .filter(|seq| !stream.is_some_and(|s| s.contains_key(seq)))
+            .collect();
+        if !missing.is_empty() {
+            short.push(format!(
+                "{task}: stored 1..={last}, confirmed {:?}, missing {missing:?}",
+                confirmed.get(task)
+            ));
+        }
+    }
+    let received: usize = seen.streams.values().map(BTreeMap::len).sum();
+    eprintln!(
+        "the subscriber ({} consumers) received {received} events and misses events of {} \
+         tasks; first ones:",
+        seen.consumers,
+        short.len()
+    );
+    for line in short.iter().take(10) {
+        eprintln!("  {line}");
+    }
+    // What the broker holds for the subscriber, and who consumes it.
+    let queues = std::process::Command::new("rabbitmqctl")
+        .args([
+            "-q",
+            "list_queues",
+            "name",
+            "messages_ready",
+            "messages_unacknowledged",
+        ])
+        .args(["consumers", "state"])
+        .output();
+    if let Ok(out) = queues {
+        let text = String::from_utf8_lossy(&out.stdout);
+        for line in text.lines().filter(|l| l.contains("chaos-subscriber")) {
+            eprintln!("  broker: {line}");
+        }
     }
 }
 
