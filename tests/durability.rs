@@ -201,6 +201,11 @@ async fn sigterm_drains_and_leaves_unfinished_tasks_resumable() {
         "exit 0 after SIGTERM: {status:?}\n{}",
         worker.log()
     );
+    let log = worker.log();
+    assert!(
+        !log.lines().any(|line| line.contains("ERROR")),
+        "a clean stop logs no error (every consumer's channel is closed before the connection):\n{log}"
+    );
     let failed = count(
         &env,
         "SELECT count(*) FROM tasks WHERE status IN ('failed', 'cancelled')",
@@ -216,6 +221,40 @@ async fn sigterm_drains_and_leaves_unfinished_tasks_resumable() {
     let _next = WorkerProcess::spawn(&env.settings, &[]);
     for task_id in ids {
         assert_exactly_once(&env, task_id, 3).await;
+    }
+    env.stop().await;
+}
+
+/// A worker stopped while idle closes its consumers' channels before its connection: lapin
+/// logged "Connection error … invalid channel state: Closing" on every such stop when the
+/// channels were only dropped.
+#[tokio::test]
+async fn an_idle_worker_stops_cleanly_without_an_error() {
+    let llm = StatelessLlm::start().await;
+    let env = env(&llm).await;
+    for round in 0..2 {
+        let mut worker = WorkerProcess::spawn(&env.settings, &[]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !worker.log().contains("worker started") {
+            assert!(
+                Instant::now() < deadline,
+                "never started:\n{}",
+                worker.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Its control and deaths consumers subscribe beside the task consumer.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        worker.terminate();
+        let Some(status) = worker.wait(Duration::from_secs(10)).await else {
+            panic!("no exit 10 s after SIGTERM:\n{}", worker.log());
+        };
+        let log = worker.log();
+        assert!(status.success(), "round {round}: exit 0: {status:?}\n{log}");
+        assert!(
+            !log.lines().any(|line| line.contains("ERROR")),
+            "round {round}: a clean stop logs no error:\n{log}"
+        );
     }
     env.stop().await;
 }

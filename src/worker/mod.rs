@@ -180,9 +180,14 @@ pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: Cancellation
     let sidecars = spawn_sidecars(&deps, settings, &running, &shutdown);
     tracing::info!(worker_id = %deps.worker_id, queue = %settings.amqp.tasks_queue,
         concurrency = settings.worker.concurrency, "worker started");
+    // Kept open until the in-flight tasks are settled: their acknowledgements go through it.
+    let mut consumer_channel = None;
     while let Some(channel) = broker.channel_with_retry(&shutdown).await {
         match consume(&deps, &running, &tracker, &channel, settings, &shutdown).await {
-            Ok(()) => break,
+            Ok(()) => {
+                consumer_channel = Some(channel);
+                break;
+            }
             Err(err) => {
                 tracing::warn!(error = %format!("{err:#}"), "task consumer lost; reconnecting")
             }
@@ -205,6 +210,9 @@ pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: Cancellation
     let stopping = futures::future::join_all(sidecars);
     if tokio::time::timeout(STOP_WAIT, stopping).await.is_err() {
         tracing::warn!("background loops still stopping; exiting anyway");
+    }
+    if let Some(channel) = consumer_channel {
+        amqp::subscriber::close_channel(&channel).await;
     }
 }
 
