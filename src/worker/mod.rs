@@ -24,6 +24,7 @@ mod step_commit;
 mod sweep;
 mod task_run;
 mod tool_calls;
+mod tool_plan;
 pub mod unheld;
 
 use std::sync::Arc;

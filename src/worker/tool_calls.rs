@@ -8,7 +8,7 @@
 //! for its tools) and every call of the reply, recorded `started` with its effect and
 //! idempotency key, are committed before anything runs, and the outcome of each call with
 //! effects is committed as soon as it ends. A task resumed with its tool calls pending
-//! reads the ledger ([`plan_calls`]): a committed outcome is used as is, a read-only or
+//! reads the ledger ([`super::tool_plan`]): a committed outcome is used as is, a read-only or
 //! idempotent call is run again under the same key, and a side-effecting call that started
 //! without a committed outcome is not run again: its state becomes `unknown` and the model
 //! gets an error result saying so.
@@ -34,6 +34,7 @@ use uuid::Uuid;
 use super::deps::WorkerDeps;
 use super::interrupt::Interrupt;
 use super::task_run::TaskRun;
+use super::tool_plan::{Plan, parsed, plan_calls, started_rows};
 use crate::contract::events::{ApprovalRequested, EventData, ToolCompleted, ToolStarted};
 use crate::core::approval::{self, Decided};
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolEffect};
@@ -45,56 +46,6 @@ use crate::store::step::{StartedCall, ToolMeta};
 /// published on their own. Tools that finish sooner are committed together with the rest of
 /// their recursion: one transaction and one publish per recursion instead of three.
 const ANNOUNCE_AFTER: Duration = Duration::from_millis(20);
-
-/// The error result of a side-effecting call cut short by a crash.
-fn unknown_outcome(name: &str) -> String {
-    format!(
-        "the call of '{name}' may or may not have taken effect: the worker running it stopped \
-         before its outcome was recorded, and it was not run again because it has side effects; \
-         check its effect before calling it again"
-    )
-}
-
-/// The error result of a call past the budget's tool-call limit.
-fn over_budget(name: &str, left: Option<u64>) -> String {
-    let left = left.unwrap_or(0);
-    format!(
-        "the call of '{name}' was not run: the task's budget (max_tool_calls) allowed {left} \
-         more tool call(s) in this reply"
-    )
-}
-
-/// A call that did not run, with the error the model sees.
-fn failed_result(call: &ToolCallRequest, error: String) -> ToolCallResult {
-    ToolCallResult {
-        tool_call_id: call.id.clone(),
-        name: call.name.clone(),
-        arguments: parsed(call),
-        success: false,
-        result: None,
-        error: Some(error),
-        memo: None,
-        duration_ms: 0,
-    }
-}
-
-/// What to do about one call of the reply.
-#[derive(Debug)]
-enum Plan {
-    /// Run it; `announce`: its `tool.started` is not stored yet.
-    Run {
-        effect: ToolEffect,
-        key: Option<String>,
-        announce: bool,
-    },
-    /// Its outcome is known already (committed, or `unknown`).
-    Known {
-        result: ToolCallResult,
-        state: &'static str,
-        effect: ToolEffect,
-        key: Option<String>,
-    },
-}
 
 /// How running a reply's tool calls ended.
 #[derive(Debug)]
@@ -170,7 +121,8 @@ impl TaskRun<'_> {
         }
         // A call that waited for its approval has not started.
         ledger.retain(|row| row.state.as_deref() != Some("awaiting_approval"));
-        let plans = plan_calls(self.deps, self.task_id(), calls, &ledger, &decided, left);
+        let effect_of = |name: &str| self.deps.tools.effect_of(name);
+        let plans = plan_calls(effect_of, self.task_id(), calls, &ledger, &decided, left);
         for (call, plan) in calls.iter().zip(&plans) {
             if matches!(plan, Plan::Run { announce: true, .. }) {
                 let started = ToolStarted {
@@ -387,114 +339,6 @@ impl TaskRun<'_> {
     }
 }
 
-/// Decides, per call, whether it runs and under which key (see the module doc).
-fn plan_calls(
-    deps: &WorkerDeps,
-    task_id: Uuid,
-    calls: &[ToolCallRequest],
-    ledger: &[LedgerRow],
-    decided: &HashMap<String, (ToolCallResult, &'static str)>,
-    left: Option<u64>,
-) -> Vec<Plan> {
-    let rows: HashMap<&str, &LedgerRow> = ledger
-        .iter()
-        .map(|row| (row.tool_call_id.as_str(), row))
-        .collect();
-    calls
-        .iter()
-        .enumerate()
-        .map(|(index, call)| {
-            let effect = deps.tools.effect_of(&call.name);
-            let key = (effect != ToolEffect::ReadOnly).then(|| format!("{task_id}:{}", call.id));
-            if left.is_some_and(|left| index as u64 >= left) {
-                // Past the budget's max_tool_calls: not run (CONTRACT §8).
-                return Plan::Known {
-                    result: failed_result(call, over_budget(&call.name, left)),
-                    state: "failed",
-                    effect,
-                    key,
-                };
-            }
-            match rows.get(call.id.as_str()) {
-                Some(row) if row.has_outcome() => Plan::Known {
-                    result: stored_result(call, row),
-                    state: if row.success == Some(true) {
-                        "succeeded"
-                    } else {
-                        "failed"
-                    },
-                    effect,
-                    key,
-                },
-                // Decided not to run (rejected, expired, answered by a person).
-                _ if decided.contains_key(&call.id) => {
-                    let (result, state) = decided[&call.id].clone();
-                    Plan::Known {
-                        result,
-                        state,
-                        effect,
-                        key,
-                    }
-                }
-                Some(_) if !effect.is_retryable() => Plan::Known {
-                    result: failed_result(call, unknown_outcome(&call.name)),
-                    state: "unknown",
-                    effect,
-                    key,
-                },
-                started => Plan::Run {
-                    effect,
-                    key,
-                    announce: started.is_none(),
-                },
-            }
-        })
-        .collect()
-}
-
-/// The calls to record `started` (every call of the reply not recorded yet).
-fn started_rows(trace_id: Uuid, calls: &[ToolCallRequest], plans: &[Plan]) -> Vec<StartedCall> {
-    calls
-        .iter()
-        .zip(plans)
-        .filter_map(|(call, plan)| match plan {
-            Plan::Run {
-                effect,
-                key,
-                announce: true,
-            } => Some(StartedCall {
-                trace_id,
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: parsed(call).to_string(),
-                effect: effect.as_str(),
-                idempotency_key: key.clone(),
-                state: "started",
-                approval_expires_at: None,
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-/// A committed outcome as the result the machine is fed.
-fn stored_result(call: &ToolCallRequest, row: &LedgerRow) -> ToolCallResult {
-    let success = row.success == Some(true);
-    ToolCallResult {
-        tool_call_id: call.id.clone(),
-        name: call.name.clone(),
-        arguments: parsed(call),
-        success,
-        result: if success { row.result.clone() } else { None },
-        error: row.error.clone(),
-        memo: None,
-        duration_ms: row
-            .duration_ms
-            .and_then(|ms| u64::try_from(ms).ok())
-            .unwrap_or(0),
-    }
-}
-
 /// Commits the outcome of a call with effects as soon as it ends.
 async fn record(deps: &WorkerDeps, task_id: Uuid, trace_id: Uuid, ran: &Ran, max_chars: usize) {
     let outcome = CallOutcome {
@@ -543,11 +387,6 @@ async fn run_tool(
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         },
     }
-}
-
-/// The call's arguments as JSON, or as the raw string when they are not JSON.
-fn parsed(call: &ToolCallRequest) -> Value {
-    serde_json::from_str(&call.arguments).unwrap_or_else(|_| Value::String(call.arguments.clone()))
 }
 
 /// The data of a `tool.completed` event.
