@@ -150,6 +150,24 @@ impl Broker {
     }
 }
 
+/// How long a channel may take to close at shutdown.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// Closes a channel at shutdown and waits (bounded) for the broker's close-ok. A channel
+/// that is merely dropped is closed in the background, and a connection closed while one is
+/// still closing makes lapin log a connection error on a clean stop; so consumers and the
+/// publisher close their channels before the connection is closed.
+pub async fn close_channel(channel: &Channel) {
+    if !channel.status().connected() {
+        return;
+    }
+    match tokio::time::timeout(CLOSE_WAIT, channel.close(200, "agentd stopping".into())).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::debug!(error = %err, "closing a channel"),
+        Err(_) => tracing::debug!("a channel did not close in time"),
+    }
+}
+
 /// The URLs of an `amqp.url` value: split at commas, trimmed, empty entries dropped. A comma
 /// inside a password must be percent-encoded (`%2C`), as URL syntax wants anyway.
 pub fn split_urls(list: &str) -> Vec<String> {

@@ -53,6 +53,15 @@ impl Publisher {
         Ok(channel)
     }
 
+    /// Closes the confirm channel (awaited, bounded) before the connection is closed at
+    /// shutdown; a later publish would open a new one.
+    pub async fn close(&self) {
+        let channel = self.channel.lock().await.take();
+        if let Some(channel) = channel {
+            super::broker::close_channel(&channel).await;
+        }
+    }
+
     /// Publishes and waits for the broker's ack. A lost channel is reopened once.
     pub async fn publish(
         &self,

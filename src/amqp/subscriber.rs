@@ -153,21 +153,3 @@ pub async fn next_delivery(consumer: &mut Consumer, channel: &Channel) -> anyhow
         }
     }
 }
-
-/// How long a consumer's channel may take to close at shutdown.
-const CLOSE_WAIT: Duration = Duration::from_secs(2);
-
-/// Closes a consumer's channel at shutdown and waits (bounded) for the broker's close-ok.
-/// A channel merely dropped is closed in the background, and a connection closed while one
-/// is still closing makes lapin log a connection error on every clean stop; so a consumer
-/// closes its channel before it returns, and the connection is closed after them.
-pub async fn close_channel(channel: &Channel) {
-    if !channel.status().connected() {
-        return;
-    }
-    match tokio::time::timeout(CLOSE_WAIT, channel.close(200, "agentd stopping".into())).await {
-        Ok(Ok(())) => {}
-        Ok(Err(err)) => tracing::debug!(error = %err, "closing a consumer's channel"),
-        Err(_) => tracing::debug!("a consumer's channel did not close in time"),
-    }
-}

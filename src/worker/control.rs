@@ -79,7 +79,7 @@ async fn reconnecting<F, Fut>(
     let broker = Arc::clone(deps.publisher.broker());
     while let Some(channel) = broker.channel_with_retry(&shutdown).await {
         match listen(Arc::clone(&deps), channel.clone(), shutdown.clone()).await {
-            Ok(()) => return amqp::subscriber::close_channel(&channel).await,
+            Ok(()) => return amqp::broker::close_channel(&channel).await,
             Err(err) => tracing::warn!(error = %format!("{err:#}"), "{what} lost; reconnecting"),
         }
     }

@@ -33,7 +33,7 @@ pub fn spawn(
         let broker = Arc::clone(deps.publisher.broker());
         while let Some(channel) = broker.channel_with_retry(&shutdown).await {
             match listen(&deps, &channel, max_deliveries, &shutdown).await {
-                Ok(()) => return amqp::subscriber::close_channel(&channel).await,
+                Ok(()) => return amqp::broker::close_channel(&channel).await,
                 Err(err) => {
                     tracing::warn!(error = %format!("{err:#}"), "deaths consumer lost; reconnecting")
                 }

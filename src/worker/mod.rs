@@ -99,7 +99,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let mut deps = connect(&settings).await?;
     deps.telemetry = telemetry;
     let _sidecars = crate::ops::start(&settings, &deps, &shutdown).await?;
-    let broker = Arc::clone(deps.publisher.broker());
+    let publisher = deps.publisher.clone();
+    let broker = Arc::clone(publisher.broker());
     serve(deps, &settings, shutdown).await;
     if let Some(exporter) = exporter {
         let flushed = tokio::task::spawn_blocking(move || exporter.shutdown());
@@ -107,6 +108,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
             tracing::warn!("the OpenTelemetry exporter did not flush in time; exiting anyway");
         }
     }
+    publisher.close().await;
     if tokio::time::timeout(STOP_WAIT, broker.close())
         .await
         .is_err()
@@ -213,7 +215,7 @@ pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: Cancellation
         tracing::warn!("background loops still stopping; exiting anyway");
     }
     if let Some(channel) = consumer_channel {
-        amqp::subscriber::close_channel(&channel).await;
+        amqp::broker::close_channel(&channel).await;
     }
 }
 
