@@ -26,6 +26,9 @@ pub struct TestEnv {
     events: lapin::Consumer,
     shutdown: CancellationToken,
     worker: Option<JoinHandle<anyhow::Result<()>>>,
+    /// Whether the queues, exchanges and database are gone (by `stop`); if not, `Drop`
+    /// removes them, so a test that panics or never stops leaks nothing.
+    removed: bool,
 }
 
 /// Settings for a test: unique names, fast retries, pointing at `fake`.
@@ -108,6 +111,7 @@ impl TestEnv {
             events,
             shutdown: CancellationToken::new(),
             worker: None,
+            removed: false,
         }
     }
 
@@ -358,8 +362,49 @@ impl TestEnv {
                 .expect("worker task");
             result.expect("worker ended without error");
         }
-        let channel = self.broker.channel().await.expect("channel");
-        let names = &self.settings.amqp;
+        self.broker.close().await;
+        self.pool.close().await;
+        remove_namespace(&self.settings).await;
+        self.removed = true;
+    }
+}
+
+impl Drop for TestEnv {
+    /// A test that panicked or never called [`TestEnv::stop`] still removes its queues,
+    /// exchanges and database. Left behind, every run of the suite would leave quorum queues
+    /// on the broker, and RabbitMQ 3.10 reserves file handles for each: after a few dozen
+    /// runs on one machine its file-handle cache was exhausted and the broker stopped
+    /// answering. The runtime of the test is single-threaded and blocked meanwhile, so its
+    /// in-process worker cannot declare anything again.
+    fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
+        self.shutdown.cancel();
+        let settings = self.settings.clone();
+        let removing = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let _ = tokio::time::timeout(Duration::from_secs(20), remove_namespace(&settings))
+                    .await;
+            });
+        });
+        let _ = removing.join();
+    }
+}
+
+/// The maintenance database, for dropping a test's own.
+const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// Deletes the queues and exchanges named by `settings` and drops its database, ignoring
+/// what is already gone.
+async fn remove_namespace(settings: &Settings) {
+    let broker = agentd::amqp::Broker::new(&settings.amqp.url);
+    if let Ok(channel) = broker.channel().await {
+        let names = &settings.amqp;
         for queue in names.queues() {
             let _ = channel
                 .queue_delete(queue.into(), lapin::options::QueueDeleteOptions::default())
@@ -373,19 +418,16 @@ impl TestEnv {
                 )
                 .await;
         }
-        self.broker.close().await;
-        self.pool.close().await;
+    }
+    broker.close().await;
+    let database = settings.database.url.rsplit('/').next().unwrap_or_default();
+    if let Ok(admin) = PgPool::connect(ADMIN_URL).await {
         let _ = sqlx::query(&format!(
-            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-            self.settings
-                .database
-                .url
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
+            "DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"
         ))
-        .execute(&admin_pool().await)
+        .execute(&admin)
         .await;
+        admin.close().await;
     }
 }
 
@@ -414,12 +456,6 @@ pub fn assert_whole_stream(task_id: Uuid, stream: &[Value]) {
         vec![stream.len().saturating_sub(1)],
         "{task_id}: one terminal event, last"
     );
-}
-
-async fn admin_pool() -> PgPool {
-    PgPool::connect("postgres://postgres@127.0.0.1:5432/postgres")
-        .await
-        .expect("admin pool")
 }
 
 // ---- Operations helpers (issue 6: MCP tools, metrics, retention) --------------------------
