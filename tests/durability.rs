@@ -201,11 +201,7 @@ async fn sigterm_drains_and_leaves_unfinished_tasks_resumable() {
         "exit 0 after SIGTERM: {status:?}\n{}",
         worker.log()
     );
-    let log = worker.log();
-    assert!(
-        !log.lines().any(|line| line.contains("ERROR")),
-        "a clean stop logs no error (every consumer's channel is closed before the connection):\n{log}"
-    );
+    assert_no_error_logged(&worker.log(), "after a drain");
     let failed = count(
         &env,
         "SELECT count(*) FROM tasks WHERE status IN ('failed', 'cancelled')",
@@ -225,7 +221,16 @@ async fn sigterm_drains_and_leaves_unfinished_tasks_resumable() {
     env.stop().await;
 }
 
-/// A worker stopped while idle closes its consumers' channels before its connection: lapin
+/// A clean stop logs no error: the consumers and the publisher close their channels before
+/// the connection (lapin logs a connection error when a channel is still closing).
+fn assert_no_error_logged(log: &str, when: &str) {
+    assert!(
+        !log.lines().any(|line| line.contains("ERROR")),
+        "{when}: a clean stop logs no error:\n{log}"
+    );
+}
+
+/// A worker stopped while idle closes its channels before its connection: lapin
 /// logged "Connection error … invalid channel state: Closing" on every such stop when the
 /// channels were only dropped.
 #[tokio::test]
@@ -251,10 +256,7 @@ async fn an_idle_worker_stops_cleanly_without_an_error() {
         };
         let log = worker.log();
         assert!(status.success(), "round {round}: exit 0: {status:?}\n{log}");
-        assert!(
-            !log.lines().any(|line| line.contains("ERROR")),
-            "round {round}: a clean stop logs no error:\n{log}"
-        );
+        assert_no_error_logged(&log, &format!("round {round}"));
     }
     env.stop().await;
 }

@@ -11,7 +11,7 @@ use crate::core::limits::{trim_json, trim_text};
 use crate::core::types::ToolCallResult;
 
 /// A call's ledger row.
-#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct LedgerRow {
     pub tool_call_id: String,
     /// started, succeeded, failed, unknown, ...

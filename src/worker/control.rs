@@ -211,7 +211,7 @@ async fn try_drain_pending(deps: &WorkerDeps, running: &RunningTasks) -> anyhow:
         }
         delivery.acker.ack(BasicAckOptions::default()).await?;
     }
-    let _ = channel.close(200, "drained".into()).await;
+    amqp::broker::close_channel(&channel).await;
     if applied > 0 {
         tracing::info!(
             applied,

@@ -201,21 +201,31 @@ mod tests {
         }
     }
 
-    fn started(id: &str) -> LedgerRow {
+    /// A ledger row as a resumed task reads it: `started` only, or with its outcome.
+    fn row(id: &str, outcome: Option<Value>) -> LedgerRow {
         LedgerRow {
             tool_call_id: id.into(),
-            ..LedgerRow::default()
+            state: Some(
+                if outcome.is_some() {
+                    "succeeded"
+                } else {
+                    "started"
+                }
+                .into(),
+            ),
+            success: outcome.as_ref().map(|_| true),
+            duration_ms: outcome.as_ref().map(|_| 7),
+            result: outcome,
+            error: None,
         }
     }
 
+    fn started(id: &str) -> LedgerRow {
+        row(id, None)
+    }
+
     fn finished(id: &str, result: Value) -> LedgerRow {
-        LedgerRow {
-            tool_call_id: id.into(),
-            success: Some(true),
-            result: Some(result),
-            duration_ms: Some(7),
-            ..LedgerRow::default()
-        }
+        row(id, Some(result))
     }
 
     fn plan(calls: &[ToolCallRequest], ledger: &[LedgerRow], left: Option<u64>) -> Vec<Plan> {

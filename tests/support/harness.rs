@@ -362,9 +362,9 @@ impl TestEnv {
                 .expect("worker task");
             result.expect("worker ended without error");
         }
-        self.broker.close().await;
         self.pool.close().await;
-        remove_namespace(&self.settings).await;
+        remove_namespace(&self.settings, &self.broker).await;
+        self.broker.close().await;
         self.removed = true;
     }
 }
@@ -388,8 +388,10 @@ impl Drop for TestEnv {
                 .build()
                 .expect("runtime");
             runtime.block_on(async {
-                let _ = tokio::time::timeout(Duration::from_secs(20), remove_namespace(&settings))
-                    .await;
+                let broker = agentd::amqp::Broker::new(&settings.amqp.url);
+                let removing = remove_namespace(&settings, &broker);
+                let _ = tokio::time::timeout(Duration::from_secs(20), removing).await;
+                broker.close().await;
             });
         });
         let _ = removing.join();
@@ -399,10 +401,9 @@ impl Drop for TestEnv {
 /// The maintenance database, for dropping a test's own.
 const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
-/// Deletes the queues and exchanges named by `settings` and drops its database, ignoring
-/// what is already gone.
-async fn remove_namespace(settings: &Settings) {
-    let broker = agentd::amqp::Broker::new(&settings.amqp.url);
+/// Deletes the queues and exchanges named by `settings` through `broker` and drops its
+/// database, ignoring what is already gone.
+async fn remove_namespace(settings: &Settings, broker: &agentd::amqp::Broker) {
     if let Ok(channel) = broker.channel().await {
         let names = &settings.amqp;
         for queue in names.queues() {
@@ -419,7 +420,6 @@ async fn remove_namespace(settings: &Settings) {
                 .await;
         }
     }
-    broker.close().await;
     let database = settings.database.url.rsplit('/').next().unwrap_or_default();
     if let Ok(admin) = PgPool::connect(ADMIN_URL).await {
         let _ = sqlx::query(&format!(
