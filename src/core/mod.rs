@@ -20,5 +20,6 @@ mod reasoning;
 pub mod record;
 pub mod retry;
 pub mod state;
+pub mod storable;
 pub mod text;
 pub mod types;
