@@ -1,8 +1,10 @@
-//! Typed settings loaded with the `config` crate: `config/default.toml`, then the optional
-//! `--config PATH` file, then `AGENTD__SECTION__KEY` environment variables. Every key is
-//! documented in config/default.toml; the API key lives in a type whose Debug prints nothing.
+//! Typed settings loaded with the `config` crate: the defaults built into the binary, then
+//! `config/default.toml` when the working directory has one, then the optional `--config
+//! PATH` file, then `AGENTD__SECTION__KEY` environment variables. Every key is documented in
+//! config/default.toml; a key nothing reads is refused ([`keys`]); the API key lives in a
+//! type whose Debug prints nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -11,7 +13,12 @@ use crate::core::retry::RetryPolicy;
 use crate::llm::LlmSettings;
 use crate::llm::secret::Secret;
 
+mod keys;
+mod load;
 mod ops;
+pub use load::{
+    BUILT_IN_DEFAULTS, BUILT_IN_DEV, BUILT_IN_PROMPT, DEFAULT_PROMPT_PATH, DEFAULTS_PATH, Extra,
+};
 pub use ops::{McpServerSettings, McpTransport, MetricsSettings, RetentionSettings, ToolsSettings};
 
 /// Everything the binary can be configured with.
@@ -285,33 +292,6 @@ pub enum LogFormat {
 }
 
 impl Settings {
-    /// Loads config/default.toml (relative to the working directory), then `extra`, then
-    /// the `AGENTD__` environment.
-    pub fn load(extra: Option<&Path>) -> anyhow::Result<Self> {
-        Self::load_from(Path::new("config/default.toml"), extra)
-    }
-
-    /// Like [`Settings::load`] with an explicit default file.
-    pub fn load_from(default: &Path, extra: Option<&Path>) -> anyhow::Result<Self> {
-        let mut builder =
-            config::Config::builder().add_source(config::File::from(default).required(true));
-        if let Some(path) = extra {
-            builder = builder.add_source(config::File::from(path).required(true));
-        }
-        let built = builder
-            .add_source(
-                config::Environment::with_prefix("AGENTD")
-                    .prefix_separator("__")
-                    .separator("__")
-                    .try_parsing(true),
-            )
-            .build()
-            .with_context(|| format!("reading configuration ({})", default.display()))?;
-        let settings: Settings = built.try_deserialize().context("invalid configuration")?;
-        settings.validate()?;
-        Ok(settings)
-    }
-
     fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(
             self.worker.concurrency > 0,
@@ -353,6 +333,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// config/default.toml overlaid with `extra` (a TOML text).
     fn load_with(extra: &str) -> anyhow::Result<Settings> {
@@ -387,6 +368,20 @@ mod tests {
             "{text}"
         );
         assert!(load_with("[amqp]\nurl = \" , \"\n").is_err());
+    }
+
+    #[test]
+    fn a_misspelled_key_is_refused_naming_the_nearest_known_one() {
+        let err = load_with("[worker]\nconcurency = 4\n").expect_err("misspelled");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("worker.concurency: did you mean worker.concurrency?"),
+            "{text}"
+        );
+        let read = "[llm]\napi_key = \"k\"\n\n[[tools.mcp]]\nname = \"s\"\ncommand = \"true\"\n\
+                    env = { A = \"1\" }\n\n[prices.\"m\"]\ninput_per_mtok = 1.0\n\
+                    output_per_mtok = 1.0\n";
+        load_with(read).expect("optional keys, maps and lists are read");
     }
 
     #[test]

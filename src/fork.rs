@@ -119,8 +119,6 @@ pub async fn fork_task(
 }
 
 fn template(settings: &Settings) -> anyhow::Result<PromptTemplate> {
-    let path = &settings.worker.prompt_path;
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| anyhow::anyhow!("reading the prompt template {}: {err}", path.display()))?;
+    let text = settings.worker.prompt_text()?;
     Ok(PromptTemplate::new(text)?)
 }

@@ -54,13 +54,7 @@ pub use running::RunningTasks;
 /// Builds the worker's dependencies from settings: database (created and migrated), broker
 /// (topology declared), LLM client, tools and prompt.
 pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
-    let template_text =
-        std::fs::read_to_string(&settings.worker.prompt_path).with_context(|| {
-            format!(
-                "reading the prompt template {}",
-                settings.worker.prompt_path.display()
-            )
-        })?;
+    let template_text = settings.worker.prompt_text()?;
     let template = PromptTemplate::new(template_text).context("invalid prompt template")?;
     let pool = crate::store::prepare(&settings.database.url, settings.pool_size()).await?;
     let publisher = amqp::connect_declared(settings).await?;
