@@ -7,14 +7,14 @@ use clap::{Parser, Subcommand};
 use uuid::Uuid;
 
 use agentd::cli;
-use agentd::config::Settings;
+use agentd::config::{Extra, Settings};
 use agentd::contract::ControlMessage;
 
 /// A worker daemon that runs a recursive ReAct agent for tasks from RabbitMQ.
 #[derive(Debug, Parser)]
 #[command(name = "agentd", version, about)]
 struct Args {
-    /// An extra configuration file, loaded after config/default.toml.
+    /// An extra configuration file, loaded after the defaults (config/default.toml).
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
     #[command(subcommand)]
@@ -64,16 +64,32 @@ enum Command {
         budget: Option<agentd::core::budget::Budget>,
         /// Wait for the task's terminal event (sent to a private reply queue through the
         /// message's reply_to) and print the answer; the exit code says whether it completed.
+        /// Refused when no worker consumes the tasks queue; a --task-id that ran already
+        /// prints its stored outcome.
         #[arg(long)]
         wait: bool,
+        /// With --wait: give up after this long (30s, 5m, 1h; exit code 124).
+        #[arg(long, requires = "wait", value_name = "DURATION", value_parser = cli::control::duration_arg)]
+        timeout: Option<std::time::Duration>,
     },
-    /// Print events as they are published (all tasks, or one).
+    /// Print events as they are published (all tasks), or one task's stored events and then
+    /// its live ones until it ends.
     Watch {
         #[arg(long)]
         task: Option<Uuid>,
     },
-    /// Print a task's full trace from PostgreSQL.
+    /// Print a task's full trace from PostgreSQL, with the tool calls it waits for a
+    /// decision on.
     Trace { task_id: Uuid },
+    /// List the tool calls that wait for a person's decision, with the commands to decide.
+    Approvals {
+        /// Only this task's.
+        #[arg(long)]
+        task: Option<Uuid>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
     /// Cancel a task, wherever it is.
     Cancel { task_id: Uuid },
     /// Give a running or waiting task guidance for its next recursions (context.user_guidance).
@@ -175,17 +191,22 @@ async fn main() -> ExitCode {
     if let Command::Asyncapi { check } = &args.command {
         return finish(cli::asyncapi::run(check.as_deref()));
     }
-    // `agentd dev` runs in the namespace of config/dev.toml unless told otherwise.
+    // `agentd dev` runs in the namespace of config/dev.toml (the built-in copy when the
+    // working directory has none) unless told otherwise.
     let dev_config = PathBuf::from("config/dev.toml");
     let extra = match (&args.command, &args.config) {
-        (Command::Dev { .. }, None) => Some(dev_config.as_path()),
-        (_, config) => config.as_deref(),
+        (Command::Dev { .. }, None) if dev_config.is_file() => Some(Extra::File(&dev_config)),
+        (Command::Dev { .. }, None) => Some(Extra::BuiltIn(agentd::config::BUILT_IN_DEV)),
+        (_, config) => config.as_deref().map(Extra::File),
     };
-    let config_hint = extra.map(|path| path.display().to_string());
-    let settings = match Settings::load(extra) {
+    let config_hint = match extra {
+        Some(Extra::File(path)) => Some(path.display().to_string()),
+        _ => None,
+    };
+    let settings = match Settings::load_extra(extra) {
         Ok(settings) => settings,
         Err(err) => {
-            eprintln!("agentd: {err:#}");
+            cli::out::note(format_args!("agentd: {err:#}"));
             return ExitCode::from(2);
         }
     };
@@ -193,11 +214,14 @@ async fn main() -> ExitCode {
     finish(dispatch(args.command, settings, config_hint).await)
 }
 
+/// The exit code of a command; its error, if any, on stderr. A reader that went away
+/// (`agentd trace ID | head`) ends the command quietly.
 fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
+        Err(err) if cli::out::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("agentd: {err:#}");
+            cli::out::note(format_args!("agentd: {err:#}"));
             ExitCode::FAILURE
         }
     }
@@ -246,6 +270,7 @@ async fn dispatch(
             constraints,
             stream,
             wait,
+            timeout,
             budget,
         } => {
             let task = agentd::contract::TaskMessage {
@@ -257,10 +282,11 @@ async fn dispatch(
                 stream,
                 budget,
             };
-            cli::submit::run(&settings, &task, wait).await
+            cli::submit::run(&settings, &task, wait, timeout).await
         }
         Command::Watch { task } => cli::watch::run(&settings, task).await,
         Command::Trace { task_id } => cli::trace::run(&settings, task_id).await,
+        Command::Approvals { task, limit } => cli::approvals::list(&settings, task, limit).await,
         Command::Cancel { task_id } => cli::cancel::run(&settings, task_id).await,
         Command::Inject { task_id, text } => {
             let inject = agentd::contract::control::Inject { task_id, text };

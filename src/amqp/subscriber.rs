@@ -85,6 +85,11 @@ pub async fn consume_durable(
 /// with auto-ack: where a producer asks for its replies (CONTRACT §9). Returns its name.
 pub async fn reply_queue(broker: &Broker) -> anyhow::Result<(String, Consumer)> {
     let channel = broker.channel().await?;
+    reply_queue_on(&channel).await
+}
+
+/// Like [`reply_queue`] on the caller's `channel`, which the caller closes when done.
+pub async fn reply_queue_on(channel: &Channel) -> anyhow::Result<(String, Consumer)> {
     let queue = channel
         .queue_declare(
             "".into(),
@@ -98,7 +103,7 @@ pub async fn reply_queue(broker: &Broker) -> anyhow::Result<(String, Consumer)> 
         .await
         .context("declaring a reply queue")?;
     let name = queue.name().as_str().to_owned();
-    let consumer = consume_exclusive(&channel, &name).await?;
+    let consumer = consume_exclusive(channel, &name).await?;
     Ok((name, consumer))
 }
 

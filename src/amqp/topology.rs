@@ -10,6 +10,7 @@
 //! agentd.events (fanout) ─> subscribers
 //! ```
 
+use anyhow::Context;
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, ExchangeKind};
@@ -76,6 +77,20 @@ pub async fn declare(
     max_deliveries: u32,
 ) -> anyhow::Result<()> {
     let channel = broker.channel().await?;
+    let declared = declare_on(&channel, broker, names, max_deliveries).await;
+    // Closed before anyone closes the connection: a channel merely dropped closes in the
+    // background, and lapin logs an error when the connection goes first (a CLI command
+    // that declared and then had nothing to publish).
+    super::broker::close_channel(&channel).await;
+    declared
+}
+
+async fn declare_on(
+    channel: &Channel,
+    broker: &Broker,
+    names: &AmqpSettings,
+    max_deliveries: u32,
+) -> anyhow::Result<()> {
     for exchange in names.exchanges() {
         channel
             .exchange_declare(
@@ -96,14 +111,14 @@ pub async fn declare(
             .await?;
     }
     bind(
-        &channel,
+        channel,
         &names.dead_letter_queue,
         &names.dead_letter_exchange,
     )
     .await?;
-    bind(&channel, &names.deaths_queue, &names.dead_letter_exchange).await?;
+    bind(channel, &names.deaths_queue, &names.dead_letter_exchange).await?;
     bind(
-        &channel,
+        channel,
         &names.control_pending_queue,
         &names.control_exchange,
     )
@@ -128,13 +143,15 @@ pub async fn declare(
                 passive: true,
                 ..QueueDeclareOptions::default()
             };
-            channel
+            let checked = channel
                 .queue_declare(
                     names.tasks_queue.as_str().into(),
                     passive,
                     FieldTable::default(),
                 )
-                .await?;
+                .await;
+            super::broker::close_channel(&channel).await;
+            checked?;
             Ok(())
         }
         Err(err) => Err(err.into()),
@@ -156,6 +173,22 @@ pub async fn declare_worker_queue(
         .queue_declare(queue.into(), exclusive, FieldTable::default())
         .await?;
     bind(channel, queue, &names.control_exchange).await
+}
+
+/// How many consumers `queue` has right now (a passive declare on a channel of its own):
+/// `agentd submit --wait` tells at once when no worker would ever take its task.
+pub async fn consumer_count(broker: &Broker, queue: &str) -> anyhow::Result<u32> {
+    let channel = broker.channel().await?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let declared = channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await;
+    super::broker::close_channel(&channel).await;
+    let queue_state = declared.with_context(|| format!("looking at the queue {queue}"))?;
+    Ok(queue_state.consumer_count())
 }
 
 /// Whether `queue` exists (a passive declare on a channel of its own, since a missing queue

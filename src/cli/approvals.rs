@@ -1,11 +1,15 @@
 //! `agentd approve|reject TASK_ID TOOL_CALL_ID`: records a person's decision about a gated
 //! tool call (CONTRACT §7) in PostgreSQL at once, like the gateway does, and says what came
 //! of it: the decision is the call's (and the task resumes when it was the last one it
-//! waited for), or another decision came first.
+//! waited for), or another decision came first. `agentd approvals [--task ID]` lists the
+//! calls that wait for a decision, each with the commands that decide it.
 
 use std::process::ExitCode;
 
+use super::out::{errln, outln};
+
 use anyhow::Context;
+use chrono::SecondsFormat;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -13,6 +17,7 @@ use crate::amqp;
 use crate::config::Settings;
 use crate::core::approval::{Decision, DecisionKind};
 use crate::store;
+use crate::store::approvals::ApprovalRow;
 use crate::worker::approvals::{Decided, decide};
 use crate::worker::unheld::Sink;
 
@@ -67,7 +72,7 @@ pub async fn run(
     tool_call_id: &str,
     decision: Decision,
 ) -> anyhow::Result<ExitCode> {
-    let pool = store::prepare(&settings.database.url, 2).await?;
+    let pool = store::open(&settings.database.url, 2).await?;
     let publisher = amqp::connect_declared(settings).await?;
     let sink = Sink {
         pool: &pool,
@@ -76,31 +81,115 @@ pub async fn run(
     };
     let queue = &settings.amqp.tasks_queue;
     let decided = decide(sink, queue, task_id, tool_call_id, &decision).await;
-    publisher.broker().close().await;
+    super::control::close(&publisher).await;
     let kind = decision.kind.as_str();
     let code = match decided? {
         Decided::Recorded { resumed: true } => {
-            println!("{kind} recorded for {tool_call_id}; task {task_id} resumes");
+            outln!("{kind} recorded for {tool_call_id}; task {task_id} resumes")?;
             ExitCode::SUCCESS
         }
         Decided::Recorded { resumed: false } => {
-            println!(
-                "{kind} recorded for {tool_call_id}; task {task_id} waits for other decisions"
-            );
+            outln!("{kind} recorded for {tool_call_id}; task {task_id} waits for other decisions")?;
             ExitCode::SUCCESS
         }
         Decided::AlreadyDecided(earlier) => {
-            eprintln!("tool call {tool_call_id} was decided already ({earlier}); nothing changed");
+            errln!("tool call {tool_call_id} was decided already ({earlier}); nothing changed");
             ExitCode::FAILURE
         }
         Decided::NotWaiting(status) => {
-            eprintln!("task {task_id} does not wait for a decision (it is {status})");
+            errln!("task {task_id} does not wait for a decision (it is {status})");
             ExitCode::FAILURE
         }
         Decided::NotFound => {
-            eprintln!("no approval request for tool call {tool_call_id} of task {task_id}");
+            errln!("no approval request for tool call {tool_call_id} of task {task_id}");
             ExitCode::FAILURE
         }
     };
     Ok(code)
+}
+
+/// Longest arguments text shown for a pending call, in characters.
+const ARGUMENTS_SHOWN: usize = 200;
+
+/// `agentd approvals [--task ID] [--limit N]`: the tool calls waiting for a decision, oldest
+/// first; exit 1 when `--task` names no task.
+pub async fn list(settings: &Settings, task: Option<Uuid>, limit: i64) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(limit > 0, "--limit must be > 0");
+    let pool = store::connect(&settings.database.url, 2).await?;
+    if let Some(task_id) = task {
+        let Some(row) = store::tasks::get(&pool, task_id).await? else {
+            errln!("agentd: no task {task_id}");
+            return Ok(ExitCode::FAILURE);
+        };
+        if row.wait_reason.as_deref() != Some("approval") {
+            errln!(
+                "task {task_id} waits for no decision (it is {})",
+                row.status
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let pending = store::approvals::pending(&pool, task, limit).await?;
+    if pending.is_empty() {
+        errln!("no tool call waits for a decision");
+    }
+    for approval in &pending {
+        outln!("task {}", approval.task_id)?;
+        for line in describe_pending(approval) {
+            outln!("  {line}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A pending approval for people: the call, when it was asked and expires, and the commands
+/// that decide it.
+pub fn describe_pending(approval: &ApprovalRow) -> Vec<String> {
+    let arguments = approval
+        .arguments
+        .as_ref()
+        .map(Value::to_string)
+        .unwrap_or_default();
+    let arguments = match arguments.chars().count() > ARGUMENTS_SHOWN {
+        true => format!(
+            "{}…",
+            arguments.chars().take(ARGUMENTS_SHOWN).collect::<String>()
+        ),
+        false => arguments,
+    };
+    let effect = approval.effect.as_deref().unwrap_or("side_effect");
+    let when = |at: chrono::DateTime<chrono::Utc>| at.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let (task, call) = (approval.task_id, shell_word(&approval.tool_call_id));
+    vec![
+        format!(
+            "call {call} · {}({arguments}) [{effect}] · requested {} · expires {}",
+            approval.name,
+            when(approval.requested_at),
+            when(approval.expires_at)
+        ),
+        format!("  approve: agentd approve {task} {call}   (or --edit JSON, --respond JSON)"),
+        format!("  reject:  agentd reject {task} {call} --reason TEXT"),
+    ]
+}
+
+/// `word` as one shell word: as it is when plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-.:/@+=,".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_id_becomes_one_shell_word() {
+        assert_eq!(shell_word("call_1"), "call_1");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

@@ -6,6 +6,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use super::out::errln;
+
 use anyhow::Context;
 
 use crate::contract::asyncapi;
@@ -24,10 +26,10 @@ pub fn run(check: Option<&Path>) -> anyhow::Result<ExitCode> {
     let committed =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     if committed == generated {
-        eprintln!("{} is current", path.display());
+        errln!("{} is current", path.display());
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!(
+    errln!(
         "agentd: {} is not the current AsyncAPI document; regenerate it with \
          `cargo run -- asyncapi > {}`",
         path.display(),

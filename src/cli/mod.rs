@@ -5,6 +5,8 @@ pub mod asyncapi;
 pub mod cancel;
 pub mod control;
 pub mod dev;
+pub mod follow;
+pub mod out;
 pub mod prune;
 pub mod replay;
 pub mod submit;
@@ -16,6 +18,8 @@ pub mod watch;
 use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
+
+use out::{errln, outln};
 
 use crate::config::Settings;
 use crate::store;
@@ -65,7 +69,7 @@ pub(crate) async fn wait_for_signal() {
 /// `agentd migrate`.
 pub async fn migrate(settings: &Settings) -> anyhow::Result<ExitCode> {
     store::prepare(&settings.database.url, 2).await?;
-    println!("migrations applied");
+    outln!("migrations applied")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -74,28 +78,34 @@ pub async fn agent_create(
     settings: &Settings,
     agent: &store::agents::NewAgent,
 ) -> anyhow::Result<ExitCode> {
-    let pool = store::prepare(&settings.database.url, 2).await?;
+    let pool = store::open(&settings.database.url, 2).await?;
     let agent_id = store::agents::create(&pool, agent).await?;
-    println!("{agent_id}");
+    outln!("{agent_id}")?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `agentd agent list`.
 pub async fn agent_list(settings: &Settings) -> anyhow::Result<ExitCode> {
-    let pool = store::prepare(&settings.database.url, 2).await?;
+    let pool = store::open(&settings.database.url, 2).await?;
     let agents = store::agents::list(&pool).await?;
-    println!(
+    outln!(
         "{:<36}  {:<20}  {:<24}  {:>5}  tools",
-        "agent_id", "name", "model", "max_it"
-    );
+        "agent_id",
+        "name",
+        "model",
+        "max_it"
+    )?;
     for agent in agents {
         let tools = agent
             .tools
             .map_or_else(|| "(all built-in)".to_owned(), |tools| tools.join(","));
-        println!(
+        outln!(
             "{:<36}  {:<20}  {:<24}  {:>5}  {tools}",
-            agent.agent_id, agent.name, agent.model, agent.max_iteration
-        );
+            agent.agent_id,
+            agent.name,
+            agent.model,
+            agent.max_iteration
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -107,18 +117,18 @@ pub async fn fork(
     from_iteration: i32,
     input: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let pool = store::prepare(&settings.database.url, 2).await?;
+    let pool = store::open(&settings.database.url, 2).await?;
     let publisher = crate::amqp::connect_declared(settings).await?;
     let forked =
         crate::fork::fork_task(&pool, &publisher, settings, task_id, from_iteration, input).await;
-    publisher.broker().close().await;
+    control::close(&publisher).await;
     match forked? {
         Ok(new_id) => {
-            println!("{new_id}");
+            outln!("{new_id}")?;
             Ok(ExitCode::SUCCESS)
         }
         Err(problem) => {
-            eprintln!("agentd: cannot fork: {problem}");
+            errln!("agentd: cannot fork: {problem}");
             Ok(ExitCode::FAILURE)
         }
     }

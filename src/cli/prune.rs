@@ -4,6 +4,8 @@
 
 use std::process::ExitCode;
 
+use super::out::outln;
+
 use crate::config::Settings;
 use crate::store::{self, prune};
 
@@ -50,16 +52,16 @@ pub async fn run(settings: &Settings, args: &PruneArgs) -> anyhow::Result<ExitCo
     } else {
         "removed"
     };
-    println!(
+    outln!(
         "{verb} {} task(s) that ended before {} with status {}",
         counts.tasks,
         request
             .finished_before
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         request.statuses.join(", ")
-    );
+    )?;
     for (table, rows) in counts.rows() {
-        println!("  {table:<12} {rows}");
+        outln!("  {table:<12} {rows}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

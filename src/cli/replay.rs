@@ -6,6 +6,8 @@
 //! creates nothing.
 
 use std::process::ExitCode;
+
+use super::out::{errln, outln};
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -89,9 +91,9 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<ExitC
     let originals = replay::candidates(&pool, &selection).await?;
     if args.dry_run {
         for original in &originals {
-            println!("{}", original.task_id);
+            outln!("{}", original.task_id)?;
         }
-        eprintln!("would replay {} task(s)", originals.len());
+        errln!("would replay {} task(s)", originals.len());
         return Ok(ExitCode::SUCCESS);
     }
     let publisher = amqp::connect_declared(settings).await?;
@@ -118,10 +120,10 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<ExitC
         publisher
             .publish_task(&settings.amqp.tasks_queue, &body)
             .await?;
-        println!("{} -> {task_id}", original.task_id);
+        outln!("{} -> {task_id}", original.task_id)?;
     }
-    publisher.broker().close().await;
-    eprintln!("replayed {} task(s)", originals.len());
+    super::control::close(&publisher).await;
+    errln!("replayed {} task(s)", originals.len());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,20 +1,37 @@
 //! `agentd submit`: publishes a task the way any producer would and, with --wait, waits for
 //! its terminal event on a private reply queue (CONTRACT §9: `reply_to`, `correlation_id`)
-//! and prints the answer.
+//! and prints the answer. A wait that could never end is refused or bounded: with no worker
+//! consuming the tasks queue nothing is published (the usual cause is a forgotten
+//! `--config`); a task id that ran already prints its stored outcome (or follows its events
+//! while it still runs) instead of publishing it again; `--timeout` bounds the wait.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use futures::StreamExt;
+use lapin::Consumer;
 use serde_json::Value;
+use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::follow::Follow;
+use super::out::{errln, outln};
 use super::watch::describe;
-use crate::amqp;
+use crate::amqp::{self, Publisher};
 use crate::config::Settings;
 use crate::contract::TaskMessage;
+use crate::store::{self, tasks::status};
 
-/// Publishes the task; prints its id, or waits for its end with `wait`.
-pub async fn run(settings: &Settings, task: &TaskMessage, wait: bool) -> anyhow::Result<ExitCode> {
+/// Exit code of a wait that reached `--timeout` (as timeout(1) has it).
+pub const TIMED_OUT: u8 = 124;
+
+/// Publishes the task; prints its id, or waits for its end with `wait` (at most `timeout`).
+pub async fn run(
+    settings: &Settings,
+    task: &TaskMessage,
+    wait: bool,
+    timeout: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
     // The id is printed and used as the correlation id, so it is chosen here when the
     // caller left it out.
     let task_id = task.task_id.unwrap_or_else(Uuid::now_v7);
@@ -22,21 +39,153 @@ pub async fn run(settings: &Settings, task: &TaskMessage, wait: bool) -> anyhow:
         task_id: Some(task_id),
         ..task.clone()
     };
+    let deadline = timeout.map(|timeout| Instant::now() + timeout);
     let publisher = amqp::connect_declared(settings).await?;
-    let body = serde_json::to_vec(&task)?;
+    let done = submit(settings, &publisher, &task, wait, deadline).await;
+    super::control::close(&publisher).await;
+    done
+}
+
+async fn submit(
+    settings: &Settings,
+    publisher: &Publisher,
+    task: &TaskMessage,
+    wait: bool,
+    deadline: Option<Instant>,
+) -> anyhow::Result<ExitCode> {
+    let task_id = task.task_id.unwrap_or_default();
     let queue = &settings.amqp.tasks_queue;
+    let idle = !has_consumer(publisher, queue).await?;
+    if idle && wait {
+        errln!("agentd: {}; nothing was published", no_worker(settings));
+        return Ok(ExitCode::FAILURE);
+    }
+    if idle {
+        errln!(
+            "note: {}; the task waits in the queue until one starts",
+            no_worker(settings)
+        );
+    }
+    let body = serde_json::to_vec(task)?;
     if !wait {
         publisher.publish_task(queue, &body).await?;
-        println!("{task_id}");
+        outln!("{task_id}")?;
         return Ok(ExitCode::SUCCESS);
     }
+    if task.task_id.is_some()
+        && let Some(code) = existing(settings, publisher, task_id, deadline).await?
+    {
+        return Ok(code);
+    }
     // The reply queue exists before the task is published, so the reply cannot be missed.
-    let (reply_to, mut replies) = amqp::subscriber::reply_queue(publisher.broker()).await?;
-    let correlation_id = task_id.to_string();
-    publisher
-        .publish_task_with_reply(queue, &body, &reply_to, &correlation_id)
-        .await?;
-    println!("{task_id}");
+    let channel = publisher.broker().channel().await?;
+    let waited = async {
+        let (reply_to, mut replies) = amqp::subscriber::reply_queue_on(&channel).await?;
+        let correlation_id = task_id.to_string();
+        publisher
+            .publish_task_with_reply(queue, &body, &reply_to, &correlation_id)
+            .await?;
+        outln!("{task_id}")?;
+        let reply = tokio::time::timeout_at(far(deadline), reply(&mut replies, &correlation_id));
+        match reply.await {
+            Ok(event) => outcome(&event?),
+            Err(_) => Ok(timed_out(task_id)),
+        }
+    }
+    .await;
+    amqp::broker::close_channel(&channel).await;
+    waited
+}
+
+/// How long a tasks queue with no consumer is watched for one before `--wait` is refused: a
+/// worker started just before (`agentd worker & agentd submit --wait ...`) is still
+/// connecting.
+const CONSUMER_GRACE: Duration = Duration::from_secs(5);
+
+/// How often the consumer count is read within [`CONSUMER_GRACE`].
+const CONSUMER_POLL: Duration = Duration::from_millis(100);
+
+/// Whether a worker consumes `queue`, or starts to within [`CONSUMER_GRACE`].
+async fn has_consumer(publisher: &Publisher, queue: &str) -> anyhow::Result<bool> {
+    let until = Instant::now() + CONSUMER_GRACE;
+    loop {
+        if amqp::topology::consumer_count(publisher.broker(), queue).await? > 0 {
+            return Ok(true);
+        }
+        if Instant::now() >= until {
+            return Ok(false);
+        }
+        tokio::time::sleep(CONSUMER_POLL).await;
+    }
+}
+
+/// Why `--wait` would wait forever: the queue has no consumer.
+fn no_worker(settings: &Settings) -> String {
+    let url = amqp::broker::split_urls(&settings.amqp.url)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let place = match amqp::broker::parse_url(&url) {
+        Ok(uri) => format!(
+            "vhost {} at {}:{}",
+            uri.vhost, uri.authority.host, uri.authority.port
+        ),
+        Err(_) => amqp::broker::mask_password(&url),
+    };
+    format!(
+        "no worker is consuming {} on {place}: start one (`agentd worker`, given the same \
+         --config), or give this command the configuration of the running worker \
+         (`--config config/dev.toml` for `agentd dev`)",
+        settings.amqp.tasks_queue
+    )
+}
+
+/// A `--task-id` that names a task already: its stored outcome when it ended, else its
+/// events until it does. `None` when there is no such task.
+async fn existing(
+    settings: &Settings,
+    publisher: &Publisher,
+    task_id: Uuid,
+    deadline: Option<Instant>,
+) -> anyhow::Result<Option<ExitCode>> {
+    let pool = store::connect(&settings.database.url, 2).await?;
+    let Some(row) = store::tasks::get(&pool, task_id).await? else {
+        return Ok(None);
+    };
+    // As after a publish: the id first, then the answer.
+    outln!("{task_id}")?;
+    let channel = publisher.broker().channel().await?;
+    let exchange = &settings.amqp.events_exchange;
+    let followed = async {
+        // Subscribed before the stored events are read, so nothing falls in between.
+        let mut consumer = amqp::subscriber::consume_fanout(&channel, exchange).await?;
+        let mut follow = Follow::new(&pool, task_id);
+        let mut quiet = |_: &Value| Ok(());
+        if !status::is_terminal(&row.status) {
+            errln!(
+                "task {task_id} exists already ({}); waiting for its end",
+                row.status
+            );
+        } else {
+            errln!("task {task_id} has ended already; its stored outcome:");
+            return match follow.catch_up(&mut quiet).await? {
+                Some(terminal) => outcome(&terminal),
+                None => row_outcome(&row),
+            };
+        }
+        match follow.run(&mut consumer, deadline, &mut quiet).await? {
+            Some(terminal) => outcome(&terminal),
+            None => Ok(timed_out(task_id)),
+        }
+    }
+    .await;
+    amqp::broker::close_channel(&channel).await;
+    pool.close().await;
+    followed.map(Some)
+}
+
+/// The first reply with our correlation id.
+async fn reply(replies: &mut Consumer, correlation_id: &str) -> anyhow::Result<Value> {
     while let Some(delivery) = replies.next().await {
         let delivery = delivery?;
         let ours = delivery
@@ -44,18 +193,46 @@ pub async fn run(settings: &Settings, task: &TaskMessage, wait: bool) -> anyhow:
             .correlation_id()
             .as_ref()
             .map(|id| id.as_str());
-        if ours != Some(correlation_id.as_str()) {
-            continue;
+        if ours == Some(correlation_id) {
+            return Ok(serde_json::from_slice(&delivery.data)?);
         }
-        let event: Value = serde_json::from_slice(&delivery.data)?;
-        eprintln!("{}", describe(&event, false));
-        return Ok(match event.get("type").and_then(Value::as_str) {
-            Some("task.completed") => {
-                println!("{}", event["data"]["answer"].as_str().unwrap_or(""));
-                ExitCode::SUCCESS
-            }
-            _ => ExitCode::FAILURE,
-        });
     }
     anyhow::bail!("the reply queue closed before the task ended")
+}
+
+/// Prints a terminal event: its line on stderr, the answer on stdout; exit 0 only when the
+/// task completed.
+fn outcome(event: &Value) -> anyhow::Result<ExitCode> {
+    errln!("{}", describe(event, false));
+    if event.get("type").and_then(Value::as_str) != Some("task.completed") {
+        return Ok(ExitCode::FAILURE);
+    }
+    outln!("{}", event["data"]["answer"].as_str().unwrap_or(""))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The outcome of an ended task whose events are gone (pruned): from its row.
+fn row_outcome(row: &store::tasks::TaskRow) -> anyhow::Result<ExitCode> {
+    errln!("{} {}", row.status, row.error.as_deref().unwrap_or(""));
+    match &row.answer {
+        Some(answer) if row.status == status::COMPLETED => {
+            outln!("{answer}")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => Ok(ExitCode::FAILURE),
+    }
+}
+
+fn timed_out(task_id: Uuid) -> ExitCode {
+    errln!(
+        "agentd: task {task_id} did not end within --timeout; it goes on (`agentd watch \
+         --task {task_id}`, `agentd trace {task_id}`)"
+    );
+    ExitCode::from(TIMED_OUT)
+}
+
+/// The deadline, or one so far away that it never comes.
+fn far(deadline: Option<Instant>) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    deadline.unwrap_or_else(|| Instant::now() + CENTURY)
 }

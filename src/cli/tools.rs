@@ -15,7 +15,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     let registry = ToolRegistry::from_settings(&settings.tools).await?;
     let catalog = registry.catalog();
     registry.shutdown().await;
-    print!("{}", render(&catalog));
+    super::out::text(&render(&catalog))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,105 +1,138 @@
-//! `agentd trace TASK_ID`: the full trace of a task from PostgreSQL, for people.
+//! `agentd trace TASK_ID`: the full trace of a task from PostgreSQL, for people, with the
+//! tool calls it waits for a decision on and the commands that decide them.
 
 use std::process::ExitCode;
 
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::out::{errln, outln};
 use crate::config::Settings;
-use crate::store::{self, trace::LlmCallRecord, trace::ToolCallRow};
+use crate::store;
+use crate::store::tasks::TaskRow;
+use crate::store::trace::{LlmCallRecord, RecursionRow, ToolCallRow};
 
-/// Prints the task, its plan, and every recursion with its tool calls and LLM attempts.
+/// Prints the task, the approvals it waits for, its plan, and every recursion with its
+/// tool calls and LLM attempts.
 pub async fn run(settings: &Settings, task_id: Uuid) -> anyhow::Result<ExitCode> {
     let pool = store::connect(&settings.database.url, 2).await?;
     let Some(task) = store::tasks::get(&pool, task_id).await? else {
-        eprintln!("no task {task_id}");
+        errln!("agentd: no task {task_id}");
         return Ok(ExitCode::FAILURE);
     };
+    let pending = store::approvals::pending(&pool, Some(task_id), PENDING_SHOWN).await?;
     let recursions = store::trace::recursions(&pool, task_id).await?;
     let tool_calls = store::trace::tool_calls(&pool, task_id).await?;
     let llm_calls = store::trace::llm_calls(&pool, task_id).await?;
-    println!("task      {}", task.task_id);
-    println!(
-        "agent     {}",
-        task.agent_id.map(|id| id.to_string()).unwrap_or_default()
-    );
-    println!(
-        "status    {} after {} recursion(s)",
-        task.status, task.iterations
-    );
-    println!("input     {}", task.input.as_deref().unwrap_or(""));
-    if let (Some(started), Some(finished)) = (task.started_at, task.finished_at) {
-        println!("took      {} ms", (finished - started).num_milliseconds());
+    print_task(&task)?;
+    if !pending.is_empty() {
+        outln!(
+            "pending   {} tool call(s) wait for a decision:",
+            pending.len()
+        )?;
+        for approval in &pending {
+            for line in super::approvals::describe_pending(approval) {
+                outln!("  {line}")?;
+            }
+        }
     }
-    let cost = task.cost_usd.map_or_else(
-        || "cost unknown (no price)".to_owned(),
-        |c| format!("${c:.6}"),
-    );
-    println!(
-        "spent     {}+{} tokens · {cost} · {} tool call(s)",
-        task.prompt_tokens, task.completion_tokens, task.tool_call_count
-    );
-    if let Some(reason) = &task.wait_reason {
-        println!("waiting   {reason}");
-    }
-    print_plan(task.plan.as_ref());
+    print_plan(task.plan.as_ref())?;
     for recursion in &recursions {
-        println!(
-            "\n#{} [{}] step {} · {} ms · trace {}",
-            recursion.iteration,
-            recursion.status,
-            recursion.step_id.as_deref().unwrap_or("-"),
-            (recursion.finished_at - recursion.started_at).num_milliseconds(),
-            recursion.trace_id
-        );
-        println!(
-            "  action   {}",
-            recursion.action_type.as_deref().unwrap_or("(none)")
-        );
-        println!("  abstract {}", recursion.abstract_);
-        println!("  observe  {}", recursion.observe);
-        println!("  thought  {}", recursion.thought);
-        if let Some(error) = &recursion.error_log {
-            println!("  error    {error}");
-        }
-        for call in tool_calls
-            .iter()
-            .filter(|call| call.trace_id == recursion.trace_id)
-        {
-            println!("  tool     {}", describe_tool(call));
-        }
-        for call in llm_calls
-            .iter()
-            .filter(|call| call.trace_id == recursion.trace_id)
-        {
-            println!("  llm      {}", describe_llm(call));
-        }
+        print_recursion(recursion, &tool_calls, &llm_calls)?;
     }
     match (&task.answer, &task.error) {
-        (Some(answer), _) => println!("\nanswer\n{answer}"),
-        (None, Some(error)) => println!(
+        (Some(answer), _) => outln!("\nanswer\n{answer}")?,
+        (None, Some(error)) => outln!(
             "\nerror ({})\n{error}",
             task.fail_reason.as_deref().unwrap_or("")
-        ),
+        )?,
         (None, None) => {}
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_plan(plan: Option<&Value>) {
+/// Pending approvals shown by a trace (a task rarely waits for more).
+const PENDING_SHOWN: i64 = 100;
+
+fn print_task(task: &TaskRow) -> std::io::Result<()> {
+    outln!("task      {}", task.task_id)?;
+    outln!(
+        "agent     {}",
+        task.agent_id.map(|id| id.to_string()).unwrap_or_default()
+    )?;
+    outln!(
+        "status    {} after {} recursion(s)",
+        task.status,
+        task.iterations
+    )?;
+    outln!("input     {}", task.input.as_deref().unwrap_or(""))?;
+    if let (Some(started), Some(finished)) = (task.started_at, task.finished_at) {
+        outln!("took      {} ms", (finished - started).num_milliseconds())?;
+    }
+    let cost = task.cost_usd.map_or_else(
+        || "cost unknown (no price)".to_owned(),
+        |c| format!("${c:.6}"),
+    );
+    outln!(
+        "spent     {}+{} tokens · {cost} · {} tool call(s)",
+        task.prompt_tokens,
+        task.completion_tokens,
+        task.tool_call_count
+    )?;
+    if let Some(reason) = &task.wait_reason {
+        outln!("waiting   {reason}")?;
+    }
+    Ok(())
+}
+
+fn print_recursion(
+    recursion: &RecursionRow,
+    tool_calls: &[ToolCallRow],
+    llm_calls: &[LlmCallRecord],
+) -> std::io::Result<()> {
+    outln!(
+        "\n#{} [{}] step {} · {} ms · trace {}",
+        recursion.iteration,
+        recursion.status,
+        recursion.step_id.as_deref().unwrap_or("-"),
+        (recursion.finished_at - recursion.started_at).num_milliseconds(),
+        recursion.trace_id
+    )?;
+    outln!(
+        "  action   {}",
+        recursion.action_type.as_deref().unwrap_or("(none)")
+    )?;
+    outln!("  abstract {}", recursion.abstract_)?;
+    outln!("  observe  {}", recursion.observe)?;
+    outln!("  thought  {}", recursion.thought)?;
+    if let Some(error) = &recursion.error_log {
+        outln!("  error    {error}")?;
+    }
+    let ours = |trace_id: Uuid| trace_id == recursion.trace_id;
+    for call in tool_calls.iter().filter(|call| ours(call.trace_id)) {
+        outln!("  tool     {}", describe_tool(call))?;
+    }
+    for call in llm_calls.iter().filter(|call| ours(call.trace_id)) {
+        outln!("  llm      {}", describe_llm(call))?;
+    }
+    Ok(())
+}
+
+fn print_plan(plan: Option<&Value>) -> std::io::Result<()> {
     let steps = plan.and_then(Value::as_array).cloned().unwrap_or_default();
     if steps.is_empty() {
-        return;
+        return Ok(());
     }
-    println!("plan");
+    outln!("plan")?;
     for step in steps {
-        println!(
+        outln!(
             "  [{}] {} {}",
             step["status"].as_str().unwrap_or(""),
             step["step_id"].as_str().unwrap_or(""),
             step["description"].as_str().unwrap_or("")
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn describe_tool(call: &ToolCallRow) -> String {

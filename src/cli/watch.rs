@@ -1,4 +1,6 @@
 //! `agentd watch`: prints progress events as they are published, one readable line each.
+//! `--task ID` first prints the task's stored events, then follows it live (deduplicated by
+//! seq) and stops after its terminal event.
 
 use std::process::ExitCode;
 
@@ -6,37 +8,81 @@ use futures::StreamExt;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::follow::Follow;
+use super::out::{errln, outln};
 use crate::amqp;
 use crate::config::Settings;
+use crate::store::{self, tasks::status};
 
-/// Follows the events exchange until interrupted.
+/// Follows the events exchange until interrupted, or one task until it ends.
 pub async fn run(settings: &Settings, task: Option<Uuid>) -> anyhow::Result<ExitCode> {
+    // A task id is looked up first: a missing database is said before anything waits.
+    let pool = match task {
+        Some(_) => Some(store::connect(&settings.database.url, 2).await?),
+        None => None,
+    };
     let publisher = amqp::connect_declared(settings).await?;
-    let mut consumer =
-        amqp::subscriber::subscribe(publisher.broker(), &settings.amqp.events_exchange).await?;
-    eprintln!(
-        "watching {} (Ctrl-C to stop)",
-        settings.amqp.events_exchange
-    );
+    let followed = match publisher.broker().channel().await {
+        Ok(channel) => {
+            let followed = follow(settings, &channel, task.zip(pool.as_ref())).await;
+            amqp::broker::close_channel(&channel).await;
+            followed
+        }
+        Err(err) => Err(err),
+    };
+    super::control::close(&publisher).await;
+    followed
+}
+
+async fn follow(
+    settings: &Settings,
+    channel: &lapin::Channel,
+    task: Option<(Uuid, &sqlx::PgPool)>,
+) -> anyhow::Result<ExitCode> {
+    let exchange = &settings.amqp.events_exchange;
+    let mut consumer = amqp::subscriber::consume_fanout(channel, exchange).await?;
+    match task {
+        Some((task_id, pool)) => one_task(pool, &mut consumer, task_id).await,
+        None => every_task(&mut consumer, exchange).await,
+    }
+}
+
+/// Every event of every task, until interrupted.
+async fn every_task(consumer: &mut lapin::Consumer, exchange: &str) -> anyhow::Result<ExitCode> {
+    errln!("watching {exchange} (Ctrl-C to stop)");
     while let Some(delivery) = consumer.next().await {
         let delivery = delivery?;
         let Ok(event) = serde_json::from_slice::<Value>(&delivery.data) else {
             continue;
         };
-        if task.is_some_and(|task| event_task(&event) != Some(task)) {
-            continue;
-        }
-        println!("{}", describe(&event, task.is_none()));
+        outln!("{}", describe(&event, true))?;
     }
-    Ok(ExitCode::SUCCESS)
+    anyhow::bail!("the subscription to {exchange} ended")
 }
 
-/// The task id of an event.
-fn event_task(event: &Value) -> Option<Uuid> {
-    event
-        .get("task_id")
-        .and_then(Value::as_str)
-        .and_then(|id| Uuid::parse_str(id).ok())
+/// One task: its stored events, then live ones, until its terminal event.
+async fn one_task(
+    pool: &sqlx::PgPool,
+    consumer: &mut lapin::Consumer,
+    task_id: Uuid,
+) -> anyhow::Result<ExitCode> {
+    let mut follow = Follow::new(pool, task_id);
+    let mut show = |event: &Value| outln!("{}", describe(event, false));
+    match store::tasks::get(pool, task_id).await? {
+        None => errln!("no task {task_id} yet: waiting for its events (Ctrl-C to stop)"),
+        Some(task) if status::is_terminal(&task.status) => {
+            if follow.catch_up(&mut show).await?.is_none() {
+                errln!(
+                    "task {task_id} has ended ({}); its events are gone",
+                    task.status
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(_) => {}
+    }
+    follow.run(consumer, None, &mut show).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn text<'a>(data: &'a Value, key: &str) -> &'a str {

@@ -1,4 +1,5 @@
-//! The PostgreSQL adapter: connecting (creating the database when missing), migrations, and
+//! The PostgreSQL adapter: connecting (the worker, `migrate`, `dev` and `serve` create the
+//! database when missing; other commands say it is missing), migrations, and
 //! the queries behind the trace tables of CONTRACT §4. Every query is parameterized.
 
 pub mod agents;
@@ -47,14 +48,54 @@ pub async fn ensure_database(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens a pool of `size` connections.
+/// Opens a pool of `size` connections. A database that does not exist is an error that
+/// says how to create it: only `agentd migrate`, `worker`, `dev` and `serve` create one
+/// ([`prepare`]), so that a misspelled URL never makes a new, empty database.
 pub async fn connect(url: &str, size: u32) -> anyhow::Result<PgPool> {
     PgPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(Duration::from_secs(10))
         .connect(url)
         .await
-        .context("connecting to PostgreSQL")
+        .map_err(|err| connect_error(url, err))
+}
+
+/// PostgreSQL's SQLSTATE for "database does not exist".
+const INVALID_CATALOG_NAME: &str = "3D000";
+
+/// The error of a failed connection; a missing database is told plainly.
+fn connect_error(url: &str, err: sqlx::Error) -> anyhow::Error {
+    let missing = matches!(&err, sqlx::Error::Database(db)
+        if db.code().as_deref() == Some(INVALID_CATALOG_NAME));
+    if !missing {
+        return anyhow::Error::new(err).context("connecting to PostgreSQL");
+    }
+    let name = database_name(url);
+    anyhow::anyhow!(
+        "the database {name} does not exist (database.url {}); create it with `agentd \
+         migrate` (given the same --config and AGENTD__ variables), or fix database.url",
+        crate::amqp::broker::mask_password(url)
+    )
+}
+
+/// The database named by a PostgreSQL URL (its path), for messages.
+fn database_name(url: &str) -> String {
+    let without_query = url.split(['?', '#']).next().unwrap_or(url);
+    let after_scheme = without_query
+        .split_once("://")
+        .map_or(without_query, |(_, rest)| rest);
+    match after_scheme.split_once('/') {
+        Some((_, name)) if !name.is_empty() => format!("`{name}`"),
+        _ => "named by database.url".to_owned(),
+    }
+}
+
+/// Connects to an existing database and applies pending migrations: what the commands
+/// other than `migrate`, `worker`, `dev` and `serve` do (they never create the database).
+pub async fn open(url: &str, size: u32) -> anyhow::Result<PgPool> {
+    let pool = connect(url, size).await?;
+    migrate(&pool).await?;
+    Ok(pool)
 }
 
 /// Applies every pending migration (safe to run from several workers at once).
@@ -65,10 +106,24 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
         .context("applying database migrations")
 }
 
-/// Creates the database if needed, connects and migrates: what `agentd worker` does at start.
+/// Creates the database if needed, connects and migrates: what `agentd worker`, `migrate`,
+/// `dev` and `serve` do at start (and only they).
 pub async fn prepare(url: &str, size: u32) -> anyhow::Result<PgPool> {
     ensure_database(url).await?;
     let pool = connect(url, size).await?;
     migrate(&pool).await?;
     Ok(pool)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_missing_database_is_named_without_the_password() {
+        let name = super::database_name("postgres://u:pw@h:5432/agentd_typo?sslmode=disable");
+        assert_eq!(name, "`agentd_typo`");
+        assert_eq!(
+            super::database_name("postgres://h"),
+            "named by database.url"
+        );
+    }
 }
