@@ -1,7 +1,8 @@
 // Drives the live trace page in headless Chromium: submits a task on the page, approves
 // its gated calculator call by clicking Approve, waits for the answer and the checked-off
 // plan, saves a screenshot, then reopens the finished task by URL and checks that its full
-// trace is replayed (with who approved).
+// trace is replayed (with who approved); forks it from recursion 3 and checks that the fork
+// shows the plan it started with; and checks that the empty page has no scrollbar.
 //
 // Usage: node page.test.mjs URL AGENT_ID MARKER SCREENSHOT_PATH [TOKEN]
 // Run by tests/gateway.rs, which starts the gateway, a worker and the scripted fake LLM.
@@ -22,8 +23,35 @@ function check(condition, message) {
   if (!condition) throw new Error(`check failed: ${message}`);
 }
 
+// The page fits the window: no scrollbar while nothing overflows (it showed a 2 px one).
+async function checkNoScrollbar(page, where) {
+  const [scroll, client] = await page.evaluate(
+    () => [document.documentElement.scrollHeight, document.documentElement.clientHeight]);
+  check(scroll <= client, `${where}: the page is ${scroll - client} px taller than the window`);
+}
+
+// A fork starts from its original's plan (no plan.updated event of its own): the page shows
+// the plan from the task row.
+async function checkFork(context, taskId) {
+  const headers = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch(`${url}v1/tasks/${taskId}/fork`, {
+    method: 'POST', headers, body: JSON.stringify({ from_iteration: 3 }),
+  });
+  check(response.status === 202, `fork answered ${response.status}`);
+  const forkId = (await response.json()).task_id;
+  const page = await context.newPage();
+  await page.goto(`${url}#task=${forkId}`);
+  await page.waitForSelector('#answer-box:not([hidden])', { timeout: TIMEOUT });
+  // The answer is on screen, so the task row was read: its plan shows by now.
+  const steps = await page.locator('#plan li').allTextContents();
+  check(steps.length === 2 && steps.join(' ').includes('Compute 6*7'), `fork: plan "${steps}"`);
+  await page.close();
+}
+
 async function submitOnThePage(page) {
   await page.goto(url);
+  await checkNoScrollbar(page, 'the empty page');
   if (token) {
     // Without the token the API answers 401 and the page says what to do.
     await page.waitForSelector('#banner:not([hidden])', { timeout: TIMEOUT });
@@ -116,6 +144,7 @@ try {
   await checkTrace(replay, 'replay');
   const listed = await replay.locator(`#history li[data-task-id="${taskId}"]`).count();
   check(listed === 1, 'the task is listed in the agent history');
+  await checkFork(context, taskId);
   check(problems.length === 0, problems.join('\n'));
   console.log(`page e2e ok: task ${taskId}, screenshot ${screenshot}`);
 } catch (error) {

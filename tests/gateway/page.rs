@@ -1,7 +1,7 @@
 //! The live trace page in headless Chromium, driven by tests/e2e/page.test.mjs
 //! (playwright-core): submit on the page, see the answer and the checked-off plan, reopen
-//! the task by URL. Fails, saying what to install, when node, Chromium or playwright-core
-//! is missing.
+//! the task by URL, fork it and see the fork's plan, and no scrollbar on the empty page.
+//! Fails, saying what to install, when node, Chromium or playwright-core is missing.
 
 use std::time::Duration;
 
@@ -20,7 +20,8 @@ fn reply(action: &str, output: Value, texts: [&str; 3]) -> Value {
            "short_term_memory_append": ""})
 }
 
-/// Plan, calculate, answer (reporting both steps done), each after 300 ms.
+/// Plan, calculate, answer (reporting both steps done), each after 300 ms; then the answer
+/// of the fork from recursion 3.
 fn script_page_task(env: &TestEnv, marker: &str) {
     let plan = json!({"plan": [
         {"step_id": "1", "description": "Compute 6*7 with the calculator", "status": "pending"},
@@ -62,7 +63,9 @@ fn script_page_task(env: &TestEnv, marker: &str) {
             FakeReply::json(plan).with_delay(pause),
             FakeReply::tool_calls(call, vec![("calculate", json!({"expression": "6*7"}))])
                 .with_delay(pause),
-            FakeReply::json(answer).with_delay(pause),
+            FakeReply::json(answer.clone()).with_delay(pause),
+            // The fork from recursion 3 (the page test makes it) answers again.
+            FakeReply::json(answer),
         ],
     );
 }

@@ -242,6 +242,11 @@ async function openTask(taskId) {
 
 function showTaskRow(task) {
   $('task-input').textContent = task.input || '';
+  // A fork (or a replay) starts with its original's plan and has no plan.updated event
+  // of its own until it plans again: the row's plan is shown until an event replaces it.
+  if (state.plan.size === 0 && Array.isArray(task.plan) && task.plan.length > 0) {
+    renderPlan(task.plan);
+  }
   if (!state.ended) setStatus(task.status);
   const parts = [`created ${ago(task.created_at)}`];
   if (task.started_at && task.finished_at) {
