@@ -55,7 +55,9 @@ async fn submit(
 ) -> anyhow::Result<ExitCode> {
     let task_id = task.task_id.unwrap_or_default();
     let queue = &settings.amqp.tasks_queue;
-    let idle = !has_consumer(publisher, queue).await?;
+    // Only a wait is worth the grace: a plain submit just says so and leaves the task queued.
+    let grace = if wait { CONSUMER_GRACE } else { Duration::ZERO };
+    let idle = !has_consumer(publisher, queue, grace).await?;
     if idle && wait {
         errln!("agentd: {}; nothing was published", no_worker(settings));
         return Ok(ExitCode::FAILURE);
@@ -105,9 +107,9 @@ const CONSUMER_GRACE: Duration = Duration::from_secs(5);
 /// How often the consumer count is read within [`CONSUMER_GRACE`].
 const CONSUMER_POLL: Duration = Duration::from_millis(100);
 
-/// Whether a worker consumes `queue`, or starts to within [`CONSUMER_GRACE`].
-async fn has_consumer(publisher: &Publisher, queue: &str) -> anyhow::Result<bool> {
-    let until = Instant::now() + CONSUMER_GRACE;
+/// Whether a worker consumes `queue`, or starts to within `grace`.
+async fn has_consumer(publisher: &Publisher, queue: &str, grace: Duration) -> anyhow::Result<bool> {
+    let until = Instant::now() + grace;
     loop {
         if amqp::topology::consumer_count(publisher.broker(), queue).await? > 0 {
             return Ok(true);
