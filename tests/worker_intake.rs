@@ -1,7 +1,7 @@
 //! What comes in: poison messages are dead-lettered with a reason (bounded, however large
 //! the bad value) and the worker keeps serving; NUL in the input is stored as U+FFFD; a
-//! task_id published twice runs once; cancel works in the queue, inside an LLM call and
-//! inside a retry wait.
+//! task_id published twice runs once, and a message naming another agent's task is refused;
+//! cancel works in the queue, inside an LLM call and inside a retry wait.
 
 #[allow(dead_code)]
 mod support;
@@ -254,5 +254,78 @@ async fn nul_in_the_input_and_constraints_is_stored_as_the_replacement_character
     // The model saw what is stored.
     let requests = env.fake.requests_for(marker);
     assert_eq!(requests[0].messages()[0].1, stored);
+    env.stop().await;
+}
+
+/// Publishes `body` to the tasks queue with a `reply_to` and `correlation_id`.
+async fn publish_with_reply(env: &TestEnv, body: &serde_json::Value, to: &str, id: &str) {
+    let queue = &env.settings.amqp.tasks_queue;
+    (env.publisher)
+        .publish_task_with_reply(queue, body.to_string().as_bytes(), to, id)
+        .await
+        .expect("publish task");
+}
+
+/// The stored task's status and agent.
+async fn status_and_agent(env: &TestEnv, task_id: Uuid) -> (String, Option<Uuid>) {
+    sqlx::query_as("SELECT status, agent_id FROM tasks WHERE task_id = $1")
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .expect("task row")
+}
+
+#[tokio::test]
+async fn a_message_naming_another_agent_or_reply_route_for_a_task_id_is_refused() {
+    let env = TestEnv::start().await;
+    let (owner, intruder) = (env.agent(None, None).await, env.agent(None, None).await);
+    let marker = "owned-task";
+    env.fake.script(marker, vec![answer_reply("the owner's")]);
+    // A producer recorded the task (as the gateway does) before its message is read.
+    let task_id = Uuid::now_v7();
+    let route = agentd::store::replies::ReplyRoute {
+        reply_to: "owner-replies".into(),
+        correlation_id: Some("c-owner".into()),
+    };
+    let row = agentd::store::tasks::NewTask {
+        task_id,
+        agent_id: Some(owner),
+        conversation_id: None,
+        input: Some(marker),
+        constraints: &[],
+        stream: false,
+        reply: Some(&route),
+    };
+    assert!(
+        agentd::store::tasks::insert_pending(&env.pool, &row)
+            .await
+            .unwrap()
+    );
+    let message = |agent: Uuid| json!({"task_id": task_id, "agent_id": agent, "input": marker});
+    for (agent, reply_to, needle) in [
+        (intruder, "owner-replies", "names a task of agent"),
+        (Uuid::now_v7(), "owner-replies", "names a task of agent"),
+        (owner, "intruder-replies", "\"owner-replies\""),
+    ] {
+        publish_with_reply(&env, &message(agent), reply_to, "c-owner").await;
+        let (_, reason) = env.dead_letter().await.expect("refused");
+        let reason = reason.expect("x-agentd-reason header");
+        assert!(reason.contains(needle), "{reason}");
+        // The stored task is left as it is: not run, not rejected.
+        assert_eq!(
+            status_and_agent(&env, task_id).await,
+            ("pending".to_owned(), Some(owner))
+        );
+    }
+    assert!(env.fake.requests_for(marker).is_empty(), "never ran");
+    // The task's own message runs it, and its redelivery is a duplicate, not a refusal.
+    publish_with_reply(&env, &message(owner), "owner-replies", "c-owner").await;
+    assert_eq!(env.wait_terminal(task_id).await.status, "completed");
+    publish_with_reply(&env, &message(owner), "owner-replies", "c-owner").await;
+    env.fake.script("after-owner", vec![answer_reply("next")]);
+    let next = env.submit(owner, "after-owner").await;
+    env.wait_terminal(next).await;
+    assert_eq!(env.dead_letter_now().await, None);
+    assert_eq!(env.fake.requests_for(marker).len(), 1, "ran once");
     env.stop().await;
 }
