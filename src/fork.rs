@@ -25,6 +25,10 @@ pub enum ForkError {
     BadIteration(String),
     #[error("{0}")]
     Unforkable(String),
+    /// The original's budget limits cost and its model has no price (CONTRACT §8): the
+    /// worker would reject the fork at intake.
+    #[error("the original's {0}")]
+    Unpriced(String),
 }
 
 /// Creates and enqueues the fork of `task_id` from recursion `from_iteration`, with `input`
@@ -62,13 +66,20 @@ pub async fn fork_task(
             "the recursions before {from_iteration} are not all recorded"
         ))));
     }
+    // A person's text, from the gateway or the CLI: made storable (NUL becomes U+FFFD).
     let input = input
+        .map(crate::core::storable::owned)
         .filter(|text| !text.trim().is_empty())
         .unwrap_or(original_input);
     let budget = match crate::worker::intake::parse_budget(original.budget.clone()) {
         Ok(budget) => budget,
         Err(problem) => return Ok(Err(ForkError::Unforkable(problem))),
     };
+    if let Some(budget) = &budget
+        && let Err(err) = budget.validate(settings.prices.get(&agent.model), &agent.model)
+    {
+        return Ok(Err(ForkError::Unpriced(err.to_string())));
+    }
     let mut limits = settings.limits.clone();
     if let Some(tokens) = agent
         .context_budget_tokens

@@ -3,8 +3,8 @@
 //! each decision kind reaches the model, ungated calls of the same reply run with the
 //! approved ones, the first of two racing decisions wins, an expired request is rejected or
 //! fails the task, cancel works while waiting, a decision taken while no worker runs (the
-//! CLI, the binary killed) completes the task once a worker starts, and the gateway's
-//! routes decide and list.
+//! CLI, the binary killed) completes the task once a worker starts, the gateway's routes
+//! decide and list, and a decision holding NUL is stored as U+FFFD.
 
 #[allow(dead_code)]
 mod support;
@@ -580,4 +580,65 @@ async fn a_decision_taken_while_no_worker_runs_completes_the_task_on_the_next_wo
     assert_eq!(decided.len(), 1);
     assert_eq!(decided[0]["data"]["by"], "ops");
     assert_eq!(env.fake.requests_for(marker).len(), 2);
+}
+
+/// What a person types into a decision (a reason, `by`, a result) may hold NUL, through the
+/// gateway as through a control message: it is stored as U+FFFD and reaches the model so,
+/// instead of a database error answered as "broker unavailable" (or a control message put
+/// back forever).
+#[tokio::test]
+async fn a_decision_holding_nul_is_stored_and_reaches_the_model() {
+    let env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    gate(&env, agent, None, None).await;
+    let marker = "approval-nul";
+    env.fake.script(
+        marker,
+        vec![
+            call_tool_reply(vec![
+                ("calculate", json!({"expression": "1+1"})),
+                ("calculate", json!({"expression": "2+2"})),
+            ]),
+            answer_reply("decided"),
+        ],
+    );
+    let task_id = env.submit(agent, marker).await;
+    env.wait_status(task_id, "waiting").await;
+    let gateway = Gateway::start(&env, &[]).await;
+    let body = json!({"decision": "reject", "reason": "no\u{0}pe", "by": "b\u{0}o"});
+    let path = format!("/v1/tasks/{task_id}/approvals/call_1");
+    gateway.post_json(&path, &body, 200).await;
+    send_approval(
+        &env,
+        Approval {
+            task_id,
+            tool_call_id: "call_2".into(),
+            decision: DecisionKind::Respond,
+            arguments: None,
+            reason: None,
+            result: Some(json!({"v\u{0}": "x\u{0}"})),
+            by: Some("c\u{0}".into()),
+        },
+    )
+    .await;
+    assert_eq!(env.wait_terminal(task_id).await.status, "completed");
+    let rows: Vec<(Option<String>, Option<String>, Option<Value>)> = sqlx::query_as(
+        "SELECT reason, decided_by, result FROM approvals WHERE task_id = $1 \
+         ORDER BY tool_call_id",
+    )
+    .bind(task_id)
+    .fetch_all(&env.pool)
+    .await
+    .expect("approvals");
+    assert_eq!(rows[0].0.as_deref(), Some("no\u{FFFD}pe"));
+    assert_eq!(rows[0].1.as_deref(), Some("b\u{FFFD}o"));
+    assert_eq!(rows[1].1.as_deref(), Some("c\u{FFFD}"));
+    assert_eq!(rows[1].2, Some(json!({"v\u{FFFD}": "x\u{FFFD}"})));
+    let second = env.fake.requests_for(marker)[1].system_state().unwrap();
+    let results = &second["last_recursion"]["tool_call_results"];
+    let rejected = results[0]["error"].as_str().expect("the rejection");
+    assert!(rejected.contains("no\u{FFFD}pe"), "{rejected}");
+    assert_eq!(results[1]["result"], json!({"v\u{FFFD}": "x\u{FFFD}"}));
+    gateway.stop().await;
+    env.stop().await;
 }

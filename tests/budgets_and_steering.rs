@@ -601,3 +601,69 @@ async fn guidance_sent_while_a_task_pauses_is_never_lost() {
     assert_eq!(shown, sent);
     env.stop().await;
 }
+
+/// POSTs `body` to `path` expecting 400 `no_price`, the message naming the price.
+async fn refused_for_no_price(gateway: &Gateway, path: &str, body: &Value) {
+    let refused = gateway.post_json(path, body, 400).await;
+    assert_eq!(refused["error"]["code"], "no_price", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("[prices.\"fake-model\"]"), "{message}");
+}
+
+/// A cost limit the worker would reject at intake (its model has no price) is refused by
+/// the gateway at once, wherever a request brings one: a new task (its own budget or its
+/// agent's), a resume with a new budget, a fork of a task that had one.
+#[tokio::test]
+async fn the_gateway_refuses_a_cost_limit_without_a_price() {
+    let mut env = TestEnv::start_with(priced).await;
+    let agent = env.agent(None, None).await;
+    let marker = "priced-original";
+    env.fake
+        .script(marker, vec![reflect_reply("look"), answer_reply("priced")]);
+    let budget = json!({"max_cost_usd": 10.0});
+    let original = submit_with_budget(&env, agent, marker, budget.clone()).await;
+    env.published_events(original).await;
+    assert_eq!(env.wait_terminal(original).await.status, "completed");
+    // The gateway's configuration no longer prices the model.
+    let mut unpriced = env.settings.clone();
+    unpriced.prices.clear();
+    let gateway = Gateway::start_with(unpriced, &[]).await;
+    let task = json!({"agent_id": agent, "input": "costly", "budget": budget});
+    refused_for_no_price(&gateway, "/v1/tasks", &task).await;
+    let fork = format!("/v1/tasks/{original}/fork");
+    refused_for_no_price(&gateway, &fork, &json!({"from_iteration": 2})).await;
+    let paused = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO tasks (task_id, agent_id, input, status, wait_reason) \
+         VALUES ($1, $2, 'paused', 'waiting', 'paused')",
+    )
+    .bind(paused)
+    .bind(agent)
+    .execute(&env.pool)
+    .await
+    .expect("paused task");
+    let resume = format!("/v1/tasks/{paused}/resume");
+    refused_for_no_price(&gateway, &resume, &json!({"budget": budget})).await;
+    sqlx::query("UPDATE agents SET budget = $2 WHERE agent_id = $1")
+        .bind(agent)
+        .bind(&budget)
+        .execute(&env.pool)
+        .await
+        .expect("agent budget");
+    let plain = json!({"agent_id": agent, "input": "costly by default"});
+    refused_for_no_price(&gateway, "/v1/tasks", &plain).await;
+    let tasks: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
+        .fetch_one(&env.pool)
+        .await
+        .expect("count");
+    assert_eq!(tasks, 2, "nothing was recorded or published");
+    // Priced, the same requests are taken.
+    env.fake.script("costly", vec![answer_reply("taken")]);
+    let priced_gateway = Gateway::start(&env, &[]).await;
+    let accepted = priced_gateway.post_json("/v1/tasks", &task, 202).await;
+    let taken = accepted["task_id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(env.wait_terminal(taken).await.status, "completed");
+    priced_gateway.stop().await;
+    gateway.stop().await;
+    env.stop().await;
+}

@@ -1,7 +1,8 @@
 //! Nothing lost downstream (CONTRACT v2 §2–3): stored events nobody confirmed are published
 //! again (a redelivered message of the ended task, the periodic sweep), a task cancelled
 //! while its message waits in the queue never starts, whoever published the cancel, and
-//! control messages published while no worker runs are applied before any task is taken.
+//! control messages published while no worker runs are applied before any task is taken,
+//! one that can never be applied dropped without holding up the others.
 
 #[allow(dead_code)]
 mod support;
@@ -9,7 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use agentd::contract::ControlMessage;
-use agentd::contract::control::Cancel;
+use agentd::contract::control::{Cancel, Inject};
 use serde_json::{Value, json};
 use support::harness::{TestEnv, assert_whole_stream};
 use support::stateless_llm::StatelessLlm;
@@ -213,4 +214,129 @@ async fn queue_depth(env: &TestEnv) -> u32 {
         .await
         .expect("tasks queue")
         .message_count()
+}
+
+/// Records a task `waiting` (paused) for `agent`, as a paused task's row is.
+async fn waiting_task(env: &TestEnv, agent: Uuid) -> Uuid {
+    let task_id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO tasks (task_id, agent_id, input, status, wait_reason, started_at) \
+         VALUES ($1, $2, 'paused work', 'waiting', 'paused', now())",
+    )
+    .bind(task_id)
+    .bind(agent)
+    .execute(&env.pool)
+    .await
+    .expect("waiting task");
+    task_id
+}
+
+/// Makes the database refuse every change of `task_id`'s guidance for good (a constraint
+/// that the control message breaks, as NUL did), counting the refusals in a sequence,
+/// which a rolled-back statement does not undo.
+async fn refuse_guidance_for(env: &TestEnv, task_id: Uuid) {
+    let statements = [
+        "CREATE SEQUENCE test_refusals".to_owned(),
+        format!(
+            "CREATE FUNCTION test_refuse_guidance() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN \
+               IF NEW.task_id = '{task_id}' \
+                  AND NEW.pending_guidance IS DISTINCT FROM OLD.pending_guidance THEN \
+                 PERFORM nextval('test_refusals'); \
+                 RAISE EXCEPTION 'guidance refused' USING ERRCODE = 'check_violation'; \
+               END IF; \
+               RETURN NEW; \
+             END $$"
+        ),
+        "CREATE TRIGGER test_refuse_guidance BEFORE UPDATE ON tasks \
+         FOR EACH ROW EXECUTE FUNCTION test_refuse_guidance()"
+            .to_owned(),
+    ];
+    for statement in statements {
+        sqlx::query(&statement)
+            .execute(&env.pool)
+            .await
+            .expect("refusing trigger");
+    }
+}
+
+async fn refusals(env: &TestEnv) -> i64 {
+    sqlx::query_scalar("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM test_refusals")
+        .fetch_one(&env.pool)
+        .await
+        .expect("refusals")
+}
+
+async fn publish_inject(env: &TestEnv, task_id: Uuid, text: &str) {
+    let message = ControlMessage::Inject(Inject {
+        task_id,
+        text: text.to_owned(),
+    });
+    agentd::cancel::send_control(&env.publisher, &env.settings.amqp, &message)
+        .await
+        .expect("publish inject");
+}
+
+/// Waits until the task's pending guidance is `expected` (10 s at most).
+async fn wait_guidance(env: &TestEnv, task_id: Uuid, expected: &Value) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let guidance: Option<Value> =
+            sqlx::query_scalar("SELECT pending_guidance FROM tasks WHERE task_id = $1")
+                .bind(task_id)
+                .fetch_one(&env.pool)
+                .await
+                .expect("guidance");
+        if guidance.as_ref() == Some(expected) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "guidance is {guidance:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Control messages published while no worker runs: one the database refuses for good,
+/// guidance holding NUL, and a cancel of a queued task. The worker's first pass applies what
+/// it can, drops the one it never can (logged, not put back), and goes on, so the cancelled
+/// task never starts; the NUL is stored as U+FFFD.
+#[tokio::test]
+async fn a_control_message_that_can_never_be_applied_does_not_stop_the_others() {
+    let llm = StatelessLlm::start().await;
+    let mut env = env_with(&llm, 4).await;
+    let agent = env.agent(None, None).await;
+    let (poisoned, guided) = (
+        waiting_task(&env, agent).await,
+        waiting_task(&env, agent).await,
+    );
+    refuse_guidance_for(&env, poisoned).await;
+    let queued = env.submit(agent, "cancelled-behind-poison steps=1").await;
+    publish_inject(&env, poisoned, "never stored").await;
+    publish_inject(&env, guided, "mind\u{0}the gap").await;
+    publish_cancel(&env, queued).await;
+    env.spawn_worker();
+    let streams = env
+        .published_streams(&[queued], Duration::from_secs(20))
+        .await;
+    let kinds: Vec<&str> = streams[&queued]
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["task.cancelled"], "no task.started before it");
+    assert_eq!(llm.calls_for("cancelled-behind-poison steps=1"), 0);
+    wait_guidance(&env, guided, &json!(["mind\u{FFFD}the gap"])).await;
+    let injected = env.stored_events(guided).await;
+    assert_eq!(injected[0]["type"], "input.injected");
+    assert_eq!(injected[0]["data"]["text"], "mind\u{FFFD}the gap");
+    // A message published after them is applied once the refused one is settled: had it
+    // been put back, the consumer would have met it (and been refused) again first.
+    publish_inject(&env, guided, "after").await;
+    wait_guidance(&env, guided, &json!(["mind\u{FFFD}the gap", "after"])).await;
+    assert_eq!(refusals(&env).await, 1, "tried once, then dropped");
+    let status: String = sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
+        .bind(poisoned)
+        .fetch_one(&env.pool)
+        .await
+        .expect("status");
+    assert_eq!(status, "waiting", "the refused message changed nothing");
+    env.stop().await;
 }

@@ -142,12 +142,13 @@ async fn a_fork_starts_at_recursion_n_from_the_state_before_it() {
         .await;
     env.fake
         .script("again from the start", vec![answer_reply("fresh")]);
-    let body = json!({"from_iteration": 1, "input": "again from the start"});
+    // A person's input may hold NUL: stored (and shown to the model) as U+FFFD.
+    let body = json!({"from_iteration": 1, "input": "again from the start\u{0}"});
     let accepted = gateway.post_json(&path, &body, 202).await;
     let second: Uuid = accepted["task_id"].as_str().unwrap().parse().unwrap();
     let task = env.wait_terminal(second).await;
     assert_eq!(task.answer.as_deref(), Some("fresh"));
-    assert_eq!(task.input.as_deref(), Some("again from the start"));
+    assert_eq!(task.input.as_deref(), Some("again from the start\u{FFFD}"));
     assert_eq!(
         (task.forked_from_task_id, task.forked_from_iteration),
         (Some(original), Some(1))

@@ -1,6 +1,7 @@
-//! What comes in: poison messages are dead-lettered with a reason and the worker keeps
-//! serving; a task_id published twice runs once; cancel works in the queue, inside an LLM
-//! call and inside a retry wait.
+//! What comes in: poison messages are dead-lettered with a reason (bounded, however large
+//! the bad value) and the worker keeps serving; NUL in the input is stored as U+FFFD; a
+//! task_id published twice runs once, and a message naming another agent's task is refused;
+//! cancel works in the queue, inside an LLM call and inside a retry wait.
 
 #[allow(dead_code)]
 mod support;
@@ -173,5 +174,158 @@ async fn cancel_while_waiting_in_the_queue() {
     let events = env.stored_events(task_id).await;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["type"], "task.cancelled");
+    env.stop().await;
+}
+
+/// Waits until the fake LLM has been asked about `marker` (10 s at most).
+async fn wait_asked(env: &TestEnv, marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while env.fake.requests_for(marker).is_empty() {
+        assert!(Instant::now() < deadline, "LLM never called for {marker}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Longest `x-agentd-reason` a rejection may carry: a few hundred characters of the bad
+/// value and the rest of the sentence (the broker closes the connection of a client whose
+/// header does not fit in one frame, 128 KiB by default).
+const MAX_REASON_HEADER: usize = 1024;
+
+#[tokio::test]
+async fn a_huge_bad_task_id_is_dead_lettered_with_a_bounded_reason_and_nothing_else_suffers() {
+    let env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    // An unrelated task is in flight (in its LLM call) when the poison arrives.
+    let marker = "in-flight-beside-poison";
+    let slow = answer_reply("unharmed").with_delay(Duration::from_millis(1500));
+    env.fake.script(marker, vec![slow]);
+    let in_flight = env.submit(agent, marker).await;
+    wait_asked(&env, marker).await;
+    let bad_id = "x".repeat(200_000);
+    let body = json!({"task_id": bad_id, "agent_id": agent, "input": "hi"}).to_string();
+    env.publish_raw(body.as_bytes()).await;
+    let (dead_body, reason) = env.dead_letter().await.expect("dead-lettered");
+    // Compared without printing: the body is 200 KB.
+    let (got, sent) = (dead_body.len(), body.len());
+    assert!(
+        dead_body == body.as_bytes(),
+        "the poison's own body ({got} of {sent} bytes)"
+    );
+    let reason = reason.expect("x-agentd-reason header");
+    assert!(reason.len() < MAX_REASON_HEADER, "{} bytes", reason.len());
+    assert!(reason.contains("task_id is not a valid UUID"), "{reason}");
+    assert!(reason.ends_with("(200000 bytes)"), "{reason}");
+    // The worker's connection stayed up: the task in flight ends once, never taken again.
+    assert_eq!(env.wait_terminal(in_flight).await.status, "completed");
+    let kinds: Vec<String> = (env.stored_events(in_flight).await.iter())
+        .map(|e| e["type"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "task.started").count(), 1);
+    assert!(!kinds.iter().any(|k| k == "task.resumed"), "{kinds:?}");
+    assert_eq!(env.fake.requests_for(marker).len(), 1, "asked once");
+    assert_eq!(env.dead_letter_now().await, None, "dead-lettered once");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn nul_in_the_input_and_constraints_is_stored_as_the_replacement_character() {
+    let mut env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "nul-input";
+    env.fake.script(marker, vec![answer_reply("read it")]);
+    let task_id = Uuid::now_v7();
+    let body = json!({
+        "task_id": task_id, "agent_id": agent,
+        "input": format!("{marker} a\u{0}b"), "constraints": ["be\u{0} brief"],
+    });
+    env.publish_raw(body.to_string().as_bytes()).await;
+    let events = env.published_events(task_id).await;
+    assert_eq!(events.last().unwrap()["type"], "task.completed");
+    let task = env.wait_terminal(task_id).await;
+    let stored = format!("{marker} a\u{FFFD}b");
+    assert_eq!(task.input.as_deref(), Some(stored.as_str()));
+    let constraints: serde_json::Value =
+        sqlx::query_scalar("SELECT constraints FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_one(&env.pool)
+            .await
+            .expect("constraints");
+    assert_eq!(constraints, json!(["be\u{FFFD} brief"]));
+    // The model saw what is stored.
+    let requests = env.fake.requests_for(marker);
+    assert_eq!(requests[0].messages()[0].1, stored);
+    env.stop().await;
+}
+
+/// Publishes `body` to the tasks queue with a `reply_to` and `correlation_id`.
+async fn publish_with_reply(env: &TestEnv, body: &serde_json::Value, to: &str, id: &str) {
+    let queue = &env.settings.amqp.tasks_queue;
+    (env.publisher)
+        .publish_task_with_reply(queue, body.to_string().as_bytes(), to, id)
+        .await
+        .expect("publish task");
+}
+
+/// The stored task's status and agent.
+async fn status_and_agent(env: &TestEnv, task_id: Uuid) -> (String, Option<Uuid>) {
+    sqlx::query_as("SELECT status, agent_id FROM tasks WHERE task_id = $1")
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .expect("task row")
+}
+
+#[tokio::test]
+async fn a_message_naming_another_agent_or_reply_route_for_a_task_id_is_refused() {
+    let env = TestEnv::start().await;
+    let (owner, intruder) = (env.agent(None, None).await, env.agent(None, None).await);
+    let marker = "owned-task";
+    env.fake.script(marker, vec![answer_reply("the owner's")]);
+    // A producer recorded the task (as the gateway does) before its message is read.
+    let task_id = Uuid::now_v7();
+    let route = agentd::store::replies::ReplyRoute {
+        reply_to: "owner-replies".into(),
+        correlation_id: Some("c-owner".into()),
+    };
+    let row = agentd::store::tasks::NewTask {
+        task_id,
+        agent_id: Some(owner),
+        conversation_id: None,
+        input: Some(marker),
+        constraints: &[],
+        stream: false,
+        reply: Some(&route),
+    };
+    assert!(
+        agentd::store::tasks::insert_pending(&env.pool, &row)
+            .await
+            .unwrap()
+    );
+    let message = |agent: Uuid| json!({"task_id": task_id, "agent_id": agent, "input": marker});
+    for (agent, reply_to, needle) in [
+        (intruder, "owner-replies", "names a task of agent"),
+        (Uuid::now_v7(), "owner-replies", "names a task of agent"),
+        (owner, "intruder-replies", "\"owner-replies\""),
+    ] {
+        publish_with_reply(&env, &message(agent), reply_to, "c-owner").await;
+        let (_, reason) = env.dead_letter().await.expect("refused");
+        let reason = reason.expect("x-agentd-reason header");
+        assert!(reason.contains(needle), "{reason}");
+        // The stored task is left as it is: not run, not rejected.
+        assert_eq!(
+            status_and_agent(&env, task_id).await,
+            ("pending".to_owned(), Some(owner))
+        );
+    }
+    assert!(env.fake.requests_for(marker).is_empty(), "never ran");
+    // The task's own message runs it, and its redelivery is a duplicate, not a refusal.
+    publish_with_reply(&env, &message(owner), "owner-replies", "c-owner").await;
+    assert_eq!(env.wait_terminal(task_id).await.status, "completed");
+    publish_with_reply(&env, &message(owner), "owner-replies", "c-owner").await;
+    env.fake.script("after-owner", vec![answer_reply("next")]);
+    let next = env.submit(owner, "after-owner").await;
+    env.wait_terminal(next).await;
+    assert_eq!(env.dead_letter_now().await, None);
+    assert_eq!(env.fake.requests_for(marker).len(), 1, "ran once");
     env.stop().await;
 }

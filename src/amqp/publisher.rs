@@ -176,7 +176,9 @@ impl Publisher {
     }
 
     /// Copies a rejected message to the dead-letter queue with its original body and
-    /// properties, adding the reason as header `x-agentd-reason`.
+    /// properties, adding the reason as header `x-agentd-reason`, bounded: a header larger
+    /// than the broker's frame makes it close the whole connection, every task of this
+    /// worker with it.
     pub async fn dead_letter(
         &self,
         queue: &str,
@@ -185,9 +187,10 @@ impl Publisher {
         reason: &str,
     ) -> anyhow::Result<()> {
         let mut headers = original.headers().clone().unwrap_or_default();
+        let reason = crate::core::bounded::reason(reason);
         headers.insert(
             "x-agentd-reason".into(),
-            AMQPValue::LongString(reason.into()),
+            AMQPValue::LongString(reason.as_ref().into()),
         );
         let properties = original.clone().with_headers(headers);
         self.publish("", queue, payload, properties).await

@@ -152,7 +152,9 @@ impl ControlMessage {
             Some("cancel") => read("cancel", body).map(Self::Cancel),
             Some("pause") => read("pause", body).map(Self::Pause),
             Some("inject") => {
-                let inject: Inject = read("inject", body)?;
+                let mut inject: Inject = read("inject", body)?;
+                // Guidance is stored (pending_guidance, input.injected): NUL cannot be.
+                inject.text = crate::core::storable::owned(inject.text);
                 if inject.text.trim().is_empty() {
                     return Err(ControlError::Invalid {
                         kind: "inject",
@@ -265,5 +267,14 @@ mod tests {
                 Err(ControlError::Invalid { .. })
             ));
         }
+    }
+
+    #[test]
+    fn injected_guidance_is_made_storable() {
+        let body = br#"{"task_id":"0195f3a0-0000-7000-8000-000000000001","text":"go\u0000on"}"#;
+        let Ok(ControlMessage::Inject(inject)) = ControlMessage::parse(Some("inject"), body) else {
+            panic!("an inject");
+        };
+        assert_eq!(inject.text, "go\u{FFFD}on");
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod approval;
+pub mod bounded;
 pub mod budget;
 pub mod compact;
 mod extract;

@@ -85,6 +85,33 @@ impl ApiError {
         )
     }
 
+    /// 503: the database is away (restarting, unreachable, its pool exhausted).
+    pub fn database_unavailable(err: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %err, "the database is unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            "the database is unavailable; retry later",
+        )
+    }
+
+    /// The honest answer to a failed operation that uses the database and the broker: a
+    /// database that is away is 503 `database_unavailable`, a database that refused the
+    /// statement is 500 `internal` (retrying will not help), and what remains came from
+    /// the broker (503 `broker_unavailable`).
+    pub fn from_failure(err: &anyhow::Error) -> Self {
+        match err
+            .chain()
+            .find_map(|cause| cause.downcast_ref::<sqlx::Error>())
+        {
+            Some(db) if crate::store::transient::sqlx_transient(db) => {
+                Self::database_unavailable(&format!("{err:#}"))
+            }
+            Some(_) => Self::internal(&format!("{err:#}")),
+            None => Self::broker_unavailable(err),
+        }
+    }
+
     /// 500: logged with its cause; the client only learns that it happened.
     pub fn internal(err: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = %err, "gateway request failed");
@@ -97,8 +124,12 @@ impl ApiError {
 }
 
 impl From<sqlx::Error> for ApiError {
+    /// A database that is away is 503 (retry later); one that refused the statement, 500.
     fn from(err: sqlx::Error) -> Self {
-        Self::internal(&err)
+        match crate::store::transient::sqlx_transient(&err) {
+            true => Self::database_unavailable(&err),
+            false => Self::internal(&err),
+        }
     }
 }
 
@@ -206,4 +237,27 @@ pub async fn method_not_allowed() -> ApiError {
         "method_not_allowed",
         "this route does not accept that method",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_is_blamed_on_what_failed() {
+        let away = anyhow::Error::new(sqlx::Error::PoolTimedOut).context("recording a decision");
+        assert_eq!(ApiError::from_failure(&away).code, "database_unavailable");
+        let refused = anyhow::Error::new(sqlx::Error::ColumnNotFound("reason".into()));
+        let refused = ApiError::from_failure(&refused.context("recording a decision"));
+        assert_eq!(
+            (refused.status, refused.code),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+        );
+        let broker = anyhow::anyhow!("the broker refused (nacked) the message");
+        assert_eq!(ApiError::from_failure(&broker).code, "broker_unavailable");
+        assert_eq!(
+            ApiError::from(sqlx::Error::PoolTimedOut).status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
 }

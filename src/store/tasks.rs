@@ -147,6 +147,31 @@ pub async fn take_new(
     .await
 }
 
+/// Who a stored task belongs to: its agent and where its reply goes (CONTRACT §9), for
+/// comparing a message that names the task's id with the row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// `None` for a row recorded before its agent was known (a cancel's tombstone).
+    pub agent_id: Option<Uuid>,
+    pub reply: Option<ReplyRoute>,
+}
+
+/// The agent and reply route of `task_id`'s row, `None` when it has none.
+pub async fn origin(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<Origin>> {
+    let row: Option<(Option<Uuid>, Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT agent_id, reply_to, correlation_id FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_optional(pool)
+            .await?;
+    Ok(row.map(|(agent_id, reply_to, correlation_id)| Origin {
+        agent_id,
+        reply: reply_to.map(|reply_to| ReplyRoute {
+            reply_to,
+            correlation_id,
+        }),
+    }))
+}
+
 /// Records the task as `rejected` with `reason`: a new row, or a row still `pending` (a
 /// producer such as the gateway recorded it before the worker read the message). Returns
 /// whether this call ended it; a task that started or ended is left alone.

@@ -22,6 +22,7 @@ use crate::amqp::Publisher;
 use crate::contract::events::{ApprovalDecided, EventData, TaskFailed};
 use crate::core::approval::{Decision, DecisionKind, OnExpiry};
 use crate::core::machine::FailReason;
+use crate::core::storable;
 use crate::store::approvals::{self, Recorded};
 use crate::store::tasks::status;
 use crate::store::unheld::Ending;
@@ -44,7 +45,16 @@ pub enum Decided {
     NotFound,
 }
 
-/// Records `decision` (checked by the caller) for `tool_call_id` of `task_id`.
+/// A task whose last request was decided, but whose row lacks the agent or the input to
+/// enqueue it again with: the decision can never be recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("task {0} has no agent or input to resume with")]
+pub struct Unresumable(pub Uuid);
+
+/// Records `decision` (checked by the caller) for `tool_call_id` of `task_id`. Every door
+/// (a control message, the gateway, the CLI) comes through here, so what a person typed is
+/// made storable here (`core::storable`: the reason, `by`, edited arguments, a result, and
+/// the call id, which the run path stored the same way).
 pub async fn decide(
     sink: Sink<'_>,
     tasks_queue: &str,
@@ -52,7 +62,20 @@ pub async fn decide(
     tool_call_id: &str,
     decision: &Decision,
 ) -> anyhow::Result<Decided> {
-    record(sink, tasks_queue, task_id, tool_call_id, decision, None).await
+    let decision = storable_decision(decision);
+    let tool_call_id = storable::text(tool_call_id);
+    record(sink, tasks_queue, task_id, &tool_call_id, &decision, None).await
+}
+
+/// `decision` with every NUL replaced.
+fn storable_decision(decision: &Decision) -> Decision {
+    Decision {
+        kind: decision.kind,
+        arguments: decision.arguments.clone().map(storable::json_owned),
+        result: decision.result.clone().map(storable::json_owned),
+        reason: decision.reason.clone().map(storable::owned),
+        by: decision.by.clone().map(storable::owned),
+    }
 }
 
 /// Records a decision; `fail`: the task ends `failed` with this error instead of resuming
@@ -112,7 +135,7 @@ async fn record(
     if let Some(task) = &resumed {
         let Some(message) = super::reconcile::message_of(task) else {
             tx.rollback().await?;
-            anyhow::bail!("task {task_id} has no agent or input to resume with");
+            return Err(Unresumable(task_id).into());
         };
         // Enqueued before the commit: a failed publish leaves the decision unrecorded.
         let body = serde_json::to_vec(&message)?;

@@ -103,6 +103,13 @@ async fn run(
     let budget = spec.budget.as_ref();
     let intake =
         store::tasks::take_new(&deps.pool, &new_row, spec.agent_id, owner, lease, budget).await?;
+    if !intake.as_ref().is_some_and(|intake| intake.inserted)
+        && let Some(reason) = super::known_id::mismatch(&deps.pool, spec).await?
+    {
+        // Not this task's message: the stored task is left as it is (not rejected).
+        tracing::warn!(task_id = %spec.task_id, %reason, "task message refused");
+        return Ok(Handled::Rejected(reason));
+    }
     let Some(store::tasks::Intake { agent, inserted }) = intake else {
         let rejection = Rejection {
             reason: format!("unknown agent_id {}", spec.agent_id),

@@ -1,9 +1,15 @@
 //! Parse, don't validate: an AMQP task message becomes a [`TaskSpec`] before it reaches the
 //! core, or a [`Rejection`] with a reason (CONTRACT §2). Pure: no I/O.
+//!
+//! What a producer wrote is made storable here, at the door (`core::storable`: NUL becomes
+//! U+FFFD in the input and the constraints), so that no write of the task can fail on it;
+//! and a reason quotes a bad value only in part (`core::bounded`), since it ends up in an
+//! AMQP header, a row and a log line.
 
 use serde::Deserialize;
 
 use crate::core::budget::Budget;
+use crate::core::{bounded, storable};
 use crate::store::replies::ReplyRoute;
 use serde_json::Value;
 use uuid::Uuid;
@@ -38,7 +44,7 @@ pub struct Rejection {
 impl Rejection {
     fn unread(reason: impl Into<String>) -> Self {
         Self {
-            reason: reason.into(),
+            reason: storable_reason(reason.into()),
             task_id: None,
             agent_id: None,
             input: None,
@@ -116,7 +122,7 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
     };
     rejection.agent_id = agent_id;
     let input = match raw.input {
-        Some(Value::String(text)) if !text.trim().is_empty() => Some(text),
+        Some(Value::String(text)) if !text.trim().is_empty() => Some(storable::owned(text)),
         Some(Value::String(_)) => {
             problems.push("input must not be empty".to_owned());
             None
@@ -165,10 +171,17 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             reply: None,
         }),
         _ => {
-            rejection.reason = format!("invalid task message: {}", problems.join("; "));
+            let reason = format!("invalid task message: {}", problems.join("; "));
+            rejection.reason = storable_reason(reason);
             Err(rejection)
         }
     }
+}
+
+/// A reason as it may go into an AMQP header, `tasks.error` and a log line: bounded, and
+/// storable (a serde message may quote what it could not read).
+fn storable_reason(reason: String) -> String {
+    storable::owned(bounded::reason_owned(reason))
 }
 
 fn optional_uuid(value: Option<&Value>, field: &str) -> Result<Option<Uuid>, String> {
@@ -176,7 +189,7 @@ fn optional_uuid(value: Option<&Value>, field: &str) -> Result<Option<Uuid>, Str
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Uuid::parse_str(text)
             .map(Some)
-            .map_err(|_| format!("{field} is not a valid UUID: {text:?}")),
+            .map_err(|_| format!("{field} is not a valid UUID: {}", bounded::quote(text))),
         Some(_) => Err(format!("{field} must be a UUID string")),
     }
 }
@@ -208,7 +221,7 @@ fn constraints(value: Option<Value>) -> Result<Vec<String>, String> {
         Some(Value::Array(items)) => items
             .into_iter()
             .map(|item| match item {
-                Value::String(text) => Ok(text),
+                Value::String(text) => Ok(storable::owned(text)),
                 _ => Err("constraints must be a list of strings".to_owned()),
             })
             .collect(),
@@ -323,5 +336,35 @@ mod tests {
             .is_ok()
         );
         assert!(parse_task(body.as_bytes(), None, MAX).is_ok());
+    }
+
+    #[test]
+    fn nul_in_the_input_and_constraints_becomes_the_replacement_character() {
+        let body = json_body(r#""input":"a\u0000b","constraints":["c\u0000","d"]"#);
+        let spec = parse(&body).expect("valid");
+        assert_eq!(spec.input, "a\u{FFFD}b");
+        assert_eq!(spec.constraints, ["c\u{FFFD}", "d"]);
+    }
+
+    #[test]
+    fn a_huge_bad_value_is_quoted_only_in_part() {
+        let bad = "x".repeat(200_000);
+        let body = format!(r#"{{"task_id":"{bad}","agent_id":"{AGENT}","input":"hi"}}"#);
+        let rejection = parse_task(body.as_bytes(), None, 1 << 20).unwrap_err();
+        assert!(
+            rejection.reason.len() < 600,
+            "{} bytes",
+            rejection.reason.len()
+        );
+        assert!(
+            rejection.reason.contains("task_id is not a valid UUID"),
+            "{}",
+            rejection.reason
+        );
+        assert!(rejection.reason.ends_with("(200000 bytes)"));
+    }
+
+    fn json_body(fields: &str) -> String {
+        format!(r#"{{"agent_id":"{AGENT}",{fields}}}"#)
     }
 }

@@ -16,6 +16,7 @@ mod conversations;
 mod deaths;
 mod delegation;
 mod delivery;
+mod known_id;
 mod llm_call;
 mod reconcile;
 mod replies;

@@ -8,6 +8,7 @@
 mod support;
 
 mod api;
+mod door;
 mod page;
 mod stream;
 

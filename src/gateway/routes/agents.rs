@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use crate::core::storable;
 use crate::gateway::AppState;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
@@ -75,9 +76,11 @@ pub struct TaskPage {
 }
 
 impl CreateAgent {
+    /// Checks the fields and makes them storable (`core::storable`: NUL becomes U+FFFD), so
+    /// that nothing a person types fails the insert.
     fn into_new_agent(self) -> Result<NewAgent, ApiError> {
-        let name = self.name.trim().to_owned();
-        let model = self.model.trim().to_owned();
+        let name = storable::owned(self.name.trim().to_owned());
+        let model = storable::owned(self.model.trim().to_owned());
         for (field, value) in [("name", &name), ("model", &model)] {
             if value.is_empty() || value.len() > MAX_TEXT {
                 return Err(ApiError::invalid_body(format!(
@@ -108,7 +111,8 @@ impl CreateAgent {
             model,
             max_iteration: self.max_iteration,
             tools: self.tools,
-            approval_tools: self.approval_tools,
+            approval_tools: (self.approval_tools)
+                .map(|tools| tools.into_iter().map(storable::owned).collect()),
             approval_timeout_secs: self.approval_timeout_secs,
             on_approval_expiry: self.on_approval_expiry,
         })

@@ -86,7 +86,8 @@ pub struct ApprovalList {
         (status = 404, description = "No such task or request (approval_not_found)", body = ErrorBody),
         (status = 409, description = "Decided already (already_decided) or the task does not wait (task_not_waiting)", body = ErrorBody),
         (status = 422, description = "A decision without what it needs", body = ErrorBody),
-        (status = 503, description = "The database or broker is away", body = ErrorBody),
+        (status = 500, description = "The database refused the decision (internal)", body = ErrorBody),
+        (status = 503, description = "The database (database_unavailable) or the broker (broker_unavailable) is away", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -109,9 +110,10 @@ pub async fn decide_call(
         publisher: state.publisher(),
         exchange: &amqp.events_exchange,
     };
+    // `decide` makes what the person typed storable; a failure is blamed on what failed.
     let decided = decide(sink, &amqp.tasks_queue, task_id, &tool_call_id, &decision)
         .await
-        .map_err(|err| ApiError::broker_unavailable(&err))?;
+        .map_err(|err| ApiError::from_failure(&err))?;
     match decided {
         Decided::Recorded { resumed } => Ok(Json(DecisionRecorded {
             task_id,

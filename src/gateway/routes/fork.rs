@@ -37,11 +37,13 @@ pub struct ForkBody {
     responses(
         (status = 202, description = "The fork was published; follow events_url", body = TaskAccepted,
          headers(("location" = String, description = "The new task's URL"))),
+        (status = 400, description = "The original's budget limits cost and its model has no price (no_price)", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such task (task_not_found)", body = ErrorBody),
         (status = 409, description = "The task cannot be forked there (not_forkable)", body = ErrorBody),
         (status = 422, description = "from_iteration out of range", body = ErrorBody),
-        (status = 503, description = "The broker did not take it", body = ErrorBody),
+        (status = 500, description = "The database refused the fork (internal)", body = ErrorBody),
+        (status = 503, description = "The database (database_unavailable) or the broker (broker_unavailable) is away", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -59,7 +61,7 @@ pub async fn fork(
         body.input,
     )
     .await
-    .map_err(|err| ApiError::broker_unavailable(&err))?;
+    .map_err(|err| ApiError::from_failure(&err))?;
     let new_id = match forked {
         Ok(new_id) => new_id,
         Err(ForkError::NotFound(_)) => {
@@ -71,6 +73,9 @@ pub async fn fork(
         Err(ForkError::BadIteration(problem)) => return Err(ApiError::invalid_body(problem)),
         Err(ForkError::Unforkable(problem)) => {
             return Err(ApiError::new(StatusCode::CONFLICT, "not_forkable", problem));
+        }
+        Err(unpriced @ ForkError::Unpriced(_)) => {
+            return Err(super::budget::no_price(&unpriced.to_string()));
         }
     };
     Ok(super::tasks::accepted(new_id))

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod approvals;
+mod budget;
 pub mod fork;
 pub mod overview;
 pub mod steering;

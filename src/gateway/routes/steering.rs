@@ -74,11 +74,8 @@ pub struct TaskState {
     pub pending_approvals: Vec<crate::store::approvals::ApprovalRow>,
 }
 
-async fn send(
-    state: &AppState,
-    task_id: Uuid,
-    message: ControlMessage,
-) -> Result<(StatusCode, Json<ControlSent>), ApiError> {
+/// The task a steering request is about: 404 when there is none, 409 when it has ended.
+async fn steerable(state: &AppState, task_id: Uuid) -> Result<store::tasks::TaskRow, ApiError> {
     let Some(task) = store::tasks::get(state.pool(), task_id).await? else {
         return Err(ApiError::not_found(
             "task_not_found",
@@ -92,6 +89,23 @@ async fn send(
             format!("task {task_id} has already ended ({})", task.status),
         ));
     }
+    Ok(task)
+}
+
+async fn send(
+    state: &AppState,
+    task_id: Uuid,
+    message: ControlMessage,
+) -> Result<(StatusCode, Json<ControlSent>), ApiError> {
+    steerable(state, task_id).await?;
+    publish(state, task_id, message).await
+}
+
+async fn publish(
+    state: &AppState,
+    task_id: Uuid,
+    message: ControlMessage,
+) -> Result<(StatusCode, Json<ControlSent>), ApiError> {
     let kind = message.kind();
     send_control(state.publisher(), &state.settings().amqp, &message)
         .await
@@ -136,6 +150,7 @@ pub async fn pause_task(
         (status = 202, description = "The resume was sent", body = ControlSent),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such task (task_not_found)", body = ErrorBody),
+        (status = 400, description = "A cost limit for a model without a price (no_price)", body = ErrorBody),
         (status = 409, description = "The task has already ended (task_finished)", body = ErrorBody),
         (status = 422, description = "Invalid budget", body = ErrorBody),
         (status = 503, description = "The broker did not take it", body = ErrorBody),
@@ -158,8 +173,15 @@ pub async fn resume_task(
         let value = serde_json::to_value(budget).unwrap_or_default();
         crate::worker::intake::parse_budget(Some(value)).map_err(ApiError::invalid_body)?;
     }
+    let task = steerable(&state, task_id).await?;
+    // The new budget replaces the task's: its cost limit needs the task's model priced.
+    if let (Some(budget), Some(agent_id)) = (&budget, task.agent_id)
+        && let Some(agent) = store::agents::get(state.pool(), agent_id).await?
+    {
+        super::budget::check_price(state.settings(), budget, &agent, "the request's")?;
+    }
     let resume = Resume { task_id, budget };
-    send(&state, task_id, ControlMessage::Resume(resume)).await
+    publish(&state, task_id, ControlMessage::Resume(resume)).await
 }
 
 /// Gives a running or waiting task guidance for its next recursions.
@@ -189,7 +211,7 @@ pub async fn inject_task(
     }
     let inject = Inject {
         task_id,
-        text: body.text,
+        text: crate::core::storable::owned(body.text),
     };
     send(&state, task_id, ControlMessage::Inject(inject)).await
 }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::cancel::CancelResult;
 use crate::contract::TaskMessage;
+use crate::core::storable;
 use crate::gateway::AppState;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::gateway::openapi;
@@ -110,7 +111,7 @@ impl CreateTask {
     responses(
         (status = 202, description = "Published; follow events_url", body = TaskAccepted,
          headers(("location" = String, description = "The task's URL"))),
-        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 400, description = "Malformed JSON, or a cost limit for a model without a price (no_price)", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "Unknown agent (agent_not_found)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
@@ -125,22 +126,23 @@ pub async fn create_task(
     ApiJson(body): ApiJson<CreateTask>,
 ) -> Result<Response, ApiError> {
     body.check()?;
-    if store::agents::get(state.pool(), body.agent_id)
-        .await?
-        .is_none()
-    {
+    let Some(agent) = store::agents::get(state.pool(), body.agent_id).await? else {
         return Err(ApiError::not_found(
             "agent_not_found",
             format!("no agent {}", body.agent_id),
         ));
-    }
+    };
+    super::budget::check_task_budget(state.settings(), body.budget.as_ref(), &agent)?;
     let task_id = Uuid::now_v7();
+    // Made storable at the door, as the worker does: the row and the message agree.
     let task = TaskMessage {
         task_id: Some(task_id),
         agent_id: body.agent_id,
-        input: body.input,
+        input: storable::owned(body.input),
         conversation_id: body.conversation_id,
-        constraints: body.constraints.unwrap_or_default(),
+        constraints: (body.constraints.unwrap_or_default().into_iter())
+            .map(storable::owned)
+            .collect(),
         stream: body.stream.unwrap_or(false),
         budget: body.budget,
     };
@@ -254,7 +256,7 @@ pub async fn get_task(
         (status = 400, description = "Not a UUID", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 409, description = "The task has already ended (task_finished)", body = ErrorBody),
-        (status = 503, description = "The broker did not take the cancel", body = ErrorBody),
+        (status = 503, description = "The database (database_unavailable) or the broker (broker_unavailable) is away", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -278,10 +280,7 @@ pub async fn cancel_task(
         task_id,
     )
     .await
-    .map_err(|err| match err.downcast_ref::<sqlx::Error>() {
-        Some(db) => ApiError::internal(db),
-        None => ApiError::broker_unavailable(&err),
-    })?;
+    .map_err(|err| ApiError::from_failure(&err))?;
     let (code, outcome) = match result {
         CancelResult::CancelledBeforeStart => (StatusCode::OK, "cancelled"),
         CancelResult::CancelSent => (StatusCode::ACCEPTED, "cancel_sent"),

@@ -10,7 +10,12 @@
 //!   holding the task's lease (which may have taken the task after the broadcast went by).
 //!   A message published while no worker runs waits there for the first one.
 //!
-//! Both loops reconnect when the broker connection is lost, until shutdown.
+//! Both loops reconnect when the broker connection is lost, until shutdown. What a control
+//! message that cannot be applied becomes is `pending.rs`'s rule.
+
+mod pending;
+
+pub use pending::drain_pending;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +23,6 @@ use std::time::Duration;
 use anyhow::Context;
 use lapin::BasicProperties;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicNackOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -30,6 +34,7 @@ use super::unheld::{self, Sink};
 use crate::amqp::subscriber::Next;
 use crate::amqp::{self, Broker};
 use crate::contract::ControlMessage;
+use crate::core::bounded;
 
 /// Control messages handled at once from the shared queue.
 const PENDING_PREFETCH: u16 = 16;
@@ -60,7 +65,7 @@ pub fn spawn(
         "pending control consumer",
         move |deps, channel, stop| {
             let running = running.clone();
-            async move { listen_pending(&deps, &channel, &running, &stop).await }
+            async move { pending::listen(&deps, &channel, &running, &stop).await }
         },
     ));
     vec![own, pending]
@@ -105,7 +110,8 @@ fn parse(delivery: &Delivery) -> Option<ControlMessage> {
     match ControlMessage::parse(kind, &delivery.data) {
         Ok(message) => Some(message),
         Err(err) => {
-            tracing::warn!(error = %err, "control message ignored");
+            let error = bounded::reason(&err.to_string()).into_owned();
+            tracing::warn!(%error, "control message ignored");
             None
         }
     }
@@ -150,73 +156,6 @@ async fn listen_own(
             }
             ControlMessage::Inject(_) => {}
         }
-    }
-    Ok(())
-}
-
-async fn listen_pending(
-    deps: &WorkerDeps,
-    channel: &lapin::Channel,
-    running: &RunningTasks,
-    shutdown: &CancellationToken,
-) -> anyhow::Result<()> {
-    let queue = &deps.names.control_pending_queue;
-    let mut consumer = amqp::subscriber::consume_durable(channel, queue, PENDING_PREFETCH).await?;
-    while let Some(delivery) = next(&mut consumer, channel, shutdown).await? {
-        let applied = match parse(&delivery) {
-            Some(message) => apply(deps, running, &message).await,
-            None => Ok(()),
-        };
-        let settled = match applied {
-            Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
-            Err(err) => {
-                tracing::warn!(error = %format!("{err:#}"), "control message not applied yet");
-                tokio::time::sleep(RETRY_PAUSE).await;
-                let requeue = BasicNackOptions {
-                    requeue: true,
-                    ..BasicNackOptions::default()
-                };
-                delivery.acker.nack(requeue).await
-            }
-        };
-        settled.context("settling a control message")?;
-    }
-    Ok(())
-}
-
-/// Applies the control messages that were published while no worker ran, before this
-/// worker takes any task (so a task cancelled while queued never starts here). Gives up
-/// quietly when the broker or the database is away: the consumer applies them later.
-pub async fn drain_pending(deps: &WorkerDeps, running: &RunningTasks) {
-    if let Err(err) = try_drain_pending(deps, running).await {
-        tracing::warn!(error = %format!("{err:#}"), "pending control messages left for later");
-    }
-}
-
-async fn try_drain_pending(deps: &WorkerDeps, running: &RunningTasks) -> anyhow::Result<()> {
-    let channel = deps.publisher.broker().channel().await?;
-    let queue = deps.names.control_pending_queue.as_str();
-    let mut applied = 0usize;
-    while let Some(message) = channel
-        .basic_get(
-            queue.into(),
-            lapin::options::BasicGetOptions { no_ack: false },
-        )
-        .await?
-    {
-        let delivery = message.delivery;
-        if let Some(control) = parse(&delivery) {
-            apply(deps, running, &control).await?;
-            applied += 1;
-        }
-        delivery.acker.ack(BasicAckOptions::default()).await?;
-    }
-    amqp::broker::close_channel(&channel).await;
-    if applied > 0 {
-        tracing::info!(
-            applied,
-            "applied control messages published while no worker ran"
-        );
     }
     Ok(())
 }
@@ -290,7 +229,8 @@ async fn apply(
                 &approval.decision(),
             )
             .await?;
-            tracing::info!(%task_id, tool_call_id = %approval.tool_call_id,
+            let tool_call_id = bounded::quote(&approval.tool_call_id);
+            tracing::info!(%task_id, %tool_call_id,
                 decision = approval.decision.as_str(), outcome = ?decided, "approval decision");
         }
         ControlMessage::Resume(resume) => {
@@ -331,11 +271,15 @@ pub(super) async fn apply_late(
 }
 
 /// Applies `message` as the pending queue's consumer would; if it cannot be applied now
-/// (database away), puts it on the pending queue to be retried.
+/// (database away), puts it on the pending queue to be retried (one that can never be
+/// applied is dropped, as there).
 async fn apply_or_requeue(deps: &WorkerDeps, running: &RunningTasks, message: &ControlMessage) {
     let Err(err) = apply(deps, running, message).await else {
         return;
     };
+    if pending::is_permanent(&err) {
+        return pending::dropped(message, &err);
+    }
     let task_id = message.task_id();
     tracing::warn!(%task_id, error = %format!("{err:#}"), "control message requeued");
     let properties = BasicProperties::default()
