@@ -90,3 +90,48 @@ async fn a_running_task_whose_message_is_gone_is_re_enqueued_and_completes() {
     drop(second);
     env.stop().await;
 }
+
+/// The contract's bound for ending a task whose message the broker dead-lettered.
+const DELIVERY_LIMIT_ENDS_WITHIN: Duration = Duration::from_secs(15);
+
+#[tokio::test]
+async fn a_task_whose_run_fails_on_every_delivery_ends_at_the_delivery_limit() {
+    let env = TestEnv::start_with(|s| s.worker.max_deliveries = 3).await;
+    let agent = env.agent(None, None).await;
+    // A task a dead worker left `running` with a checkpoint no worker can read: every run
+    // of it fails at once, for good.
+    let task_id = uuid::Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO tasks (task_id, agent_id, input, status, started_at, lease_owner, \
+                            lease_until, checkpoint, event_seq, confirmed_seq) \
+         VALUES ($1, $2, 'hi', 'running', now(), $3, now() - interval '1 minute', \
+                 'not a machine', 1, 1)",
+    )
+    .bind(task_id)
+    .bind(agent)
+    .bind(uuid::Uuid::now_v7())
+    .execute(&env.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO events (task_id, seq, event_id, type, payload) \
+         VALUES ($1, 1, $2, 'task.started', '{}')",
+    )
+    .bind(task_id)
+    .bind(uuid::Uuid::now_v7())
+    .execute(&env.pool)
+    .await
+    .unwrap();
+    let body = serde_json::json!({"task_id": task_id, "agent_id": agent, "input": "hi"});
+    env.publish_raw(body.to_string().as_bytes()).await;
+    // A failed run gives its lease up: the deliveries follow each other at once, and the
+    // deaths consumer does not take the task for one a live worker runs.
+    let task = env
+        .wait_terminal_within(task_id, DELIVERY_LIMIT_ENDS_WITHIN)
+        .await;
+    assert_eq!(
+        (task.status.as_str(), task.fail_reason.as_deref()),
+        ("failed", Some("delivery_limit"))
+    );
+    env.stop().await;
+}

@@ -6,6 +6,9 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "step_write/unicode.rs"]
+mod unicode;
+
 use agentd::core::machine::RecursionRecord;
 use agentd::core::state::RecursionStatus;
 use agentd::core::types::ToolCallResult;

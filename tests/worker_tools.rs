@@ -1,9 +1,13 @@
 //! Tool calls end to end: a failing call (unknown tool, a tool the agent was not granted,
 //! arguments that are not JSON or miss a field) is recorded and shown to the next recursion,
-//! never fails the task; take_memo lands in the state snapshot's memory.
+//! never fails the task; take_memo lands in the state snapshot's memory. NUL and repeated
+//! tool-call ids from a model, and a step the database refuses: `outside_text`.
 
 #[allow(dead_code)]
 mod support;
+
+#[path = "worker_tools/outside_text.rs"]
+mod outside_text;
 
 use serde_json::{Value, json};
 use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, seed_object};

@@ -14,6 +14,8 @@
 //! Queued events are not part of a checkpoint: drain them with [`Machine::take_events`]
 //! after every step.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,6 +23,7 @@ use uuid::Uuid;
 
 use crate::core::action::parse_reply;
 use crate::core::compact::FoldedRecursion;
+use crate::core::inbound;
 use crate::core::prompt::PromptTemplate;
 use crate::core::record::Closed;
 use crate::core::state::{
@@ -60,6 +63,10 @@ pub struct Machine {
     /// Guidance injected while the task runs, oldest first (`context.user_guidance`).
     #[serde(default)]
     guidance: Vec<String>,
+    /// Every tool-call id the task's replies used, so that each call keeps one of its own
+    /// (see [`crate::core::inbound`]).
+    #[serde(default)]
+    tool_call_ids: BTreeSet<String>,
     #[serde(skip)]
     events: Vec<DomainEvent>,
 }
@@ -91,6 +98,7 @@ impl Machine {
         Self {
             budget: BudgetTrack::new(task.budget.clone()),
             guidance: Vec::new(),
+            tool_call_ids: BTreeSet::new(),
             updated_at: task.created_at,
             task,
             iteration: 0,
@@ -145,7 +153,8 @@ impl Machine {
 
     /// Feeds the LLM reply of the current recursion.
     ///
-    /// An unusable reply ends the recursion `error` with the [`ReplyError`] text as its
+    /// The reply is first made fit to keep ([`inbound::reply`]): its text storable, its
+    /// tool calls' ids unique within the task. An unusable reply ends the recursion `error` with the [`ReplyError`] text as its
     /// error_log (seen by the model next time), and the loop goes on: `Continue`. Otherwise
     /// the reply's `step_updates` are applied (`StepUpdated` per real change) and its
     /// `short_term_memory_append` is remembered, then:
@@ -163,7 +172,8 @@ impl Machine {
             Ok(open) => open,
             Err(next) => return next,
         };
-        match parse_reply(reply) {
+        let reply = inbound::reply(reply, open.iteration, &mut self.tool_call_ids);
+        match parse_reply(&reply) {
             Ok(parsed) if self.budget.final_recursion.is_some() && !parsed.action.is_answer() => {
                 // The one recursion a breach allows is for an ANSWER only.
                 let error = format!(
@@ -267,6 +277,23 @@ impl Machine {
         };
         self.close(open, Closed::failed(error.to_owned(), Value::Null), now);
         self.fail(FailReason::LlmError, error.to_owned(), now)
+    }
+
+    /// Ends the task `failed`, reason `internal`, for a cause outside the machine (its
+    /// driver could not store a step): an open recursion is closed `error` with `error`.
+    /// Returns the outcome (with the latest REFLECT summary as its partial result).
+    pub fn fail_internal(&mut self, error: &str, now: DateTime<Utc>) -> Outcome {
+        if let Some(open) = self.open.take() {
+            self.close(open, Closed::failed(error.to_owned(), Value::Null), now);
+        }
+        let outcome = Outcome::Failed {
+            reason: FailReason::Internal,
+            error: error.to_owned(),
+            iterations: self.iteration,
+            partial: self.last_reflect.clone(),
+        };
+        self.outcome = Some(outcome.clone());
+        outcome
     }
 
     /// Cancels the task. An open recursion is closed as `error` ("task cancelled"), which

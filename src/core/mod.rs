@@ -9,6 +9,7 @@ pub mod budget;
 pub mod compact;
 mod extract;
 mod fields;
+pub mod inbound;
 pub mod limits;
 pub mod machine;
 pub mod outcome;

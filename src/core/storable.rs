@@ -84,6 +84,47 @@ pub fn is_storable_json(value: &Value) -> bool {
     }
 }
 
+/// The JSON escape of NUL, which `jsonb` refuses.
+const NUL_ESCAPE: &str = "\\u0000";
+
+/// The escape that takes its place in JSON text.
+const REPLACEMENT_ESCAPE: &str = "\\ufffd";
+
+/// JSON text (or text that may hold JSON, such as a model's reply or a tool call's raw
+/// arguments) with the same rule applied to what parsing it yields: every NUL character
+/// becomes U+FFFD, and every `\u0000` escape becomes `\ufffd`, so the text and every value
+/// parsed from it are storable. Nothing else changes (spacing, key order, other escapes);
+/// borrowed (no copy) when there was nothing to replace. `\\u0000` (an escaped backslash
+/// followed by `u0000`) is not an escape of NUL and is kept.
+pub fn json_text(text: &str) -> Cow<'_, str> {
+    if is_storable(text) && !text.contains(NUL_ESCAPE) {
+        return Cow::Borrowed(text);
+    }
+    let text = self::text(text);
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut at) = (0, 0);
+    while at < bytes.len() {
+        if bytes[at] != b'\\' {
+            at += 1;
+        } else if text[at..].starts_with(NUL_ESCAPE) {
+            out.push_str(&text[copied..at]);
+            out.push_str(REPLACEMENT_ESCAPE);
+            at += NUL_ESCAPE.len();
+            copied = at;
+        } else {
+            // An escape of something else (`\\` included): skip the escaped character, so
+            // that a backslash it ends with cannot start an escape.
+            at += 2;
+        }
+    }
+    if copied == 0 {
+        return text;
+    }
+    out.push_str(&text[copied.min(text.len())..]);
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +160,29 @@ mod tests {
     #[test]
     fn a_lone_surrogate_escape_is_not_valid_json() {
         assert!(serde_json::from_str::<Value>(r#""\ud800""#).is_err());
+    }
+
+    #[test]
+    fn json_text_replaces_nul_escapes_and_characters_and_keeps_the_rest() {
+        let text = r#"{"a\u0000": "x\u0000y", "k": "\\u0000", "b": "\\\u0000"}"#;
+        let replaced = json_text(text);
+        assert_eq!(
+            replaced,
+            r#"{"a\ufffd": "x\ufffdy", "k": "\\u0000", "b": "\\\ufffd"}"#
+        );
+        let value: Value = serde_json::from_str(&replaced).unwrap();
+        assert!(is_storable_json(&value));
+        assert_eq!(
+            value["k"], "\\u0000",
+            "an escaped backslash is not an escape of NUL"
+        );
+        assert_eq!(json_text("raw\0nul"), "raw\u{FFFD}nul");
+        let clean = r#"{"a": "\u00e9\\", "b": "\ud83d\ude00"}"#;
+        assert!(matches!(json_text(clean), Cow::Borrowed(_)));
+        // Not JSON at all, or cut in the middle of an escape: never a panic.
+        assert_eq!(json_text("\\é\\u0000\\"), "\\é\\ufffd\\");
+        for odd in ["\\", "\\u000", "é\\", "\\\\\\"] {
+            assert_eq!(json_text(odd), odd);
+        }
     }
 }

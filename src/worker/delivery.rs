@@ -76,12 +76,16 @@ pub async fn handle(
             Err(err) => err,
         };
         tracing::error!(task_id = %spec.task_id, error = %format!("{err:#}"), "task run failed");
+        // This worker no longer runs the task, whatever comes next: its lease goes, so that
+        // the next delivery takes it up at once and, once the broker dead-letters a message
+        // that keeps failing (delivery limit), the deaths consumer ends the task instead of
+        // taking it for one a live worker runs.
+        let _ = store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await;
         // A database outage is waited out here rather than by requeueing, which would spend
         // the message's deliveries (x-delivery-limit) on an outage.
         if !store::transient::is_transient(&err) || shutdown.is_cancelled() {
             return Handled::Failed(format!("{err:#}"));
         }
-        let _ = store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await;
         let delay = delays.next().unwrap_or_default();
         tokio::select! {
             () = shutdown.cancelled() => return Handled::Released,

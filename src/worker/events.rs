@@ -63,6 +63,12 @@ impl Encoded {
 
     fn new(event: Event) -> Self {
         let json = serde_json::to_string(&event).unwrap_or_default();
+        // Every event's payload passes here: whatever outside text it quotes (an input, a
+        // guidance, a streamed token) is stored and published as the same storable text.
+        let json = match crate::core::storable::json_text(&json) {
+            Cow::Borrowed(_) => json,
+            Cow::Owned(storable) => storable,
+        };
         Self {
             seq: event.seq,
             event_id: event.event_id,

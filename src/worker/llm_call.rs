@@ -18,6 +18,7 @@ use crate::contract::events::{EventData, LlmDelta, LlmRetry};
 use crate::core::machine::LlmCall;
 use crate::core::rate_limit::{RateLimit, estimate_tokens, limit_for};
 use crate::core::retry::{ErrorClass, RetryDecision};
+use crate::core::storable;
 use crate::core::types::LlmReply;
 use crate::ports::{LlmError, LlmRequest};
 use crate::store::trace::LlmCallRow;
@@ -28,6 +29,15 @@ const DELTA_FLUSH_EVERY: Duration = Duration::from_millis(100);
 const DELTA_FLUSH_BYTES: usize = 1024;
 /// A throttled attempt looks at its bucket again at least this often.
 const MAX_THROTTLE_NAP: Duration = Duration::from_secs(1);
+
+/// `error` with storable text (its label and message may quote what a provider sent).
+fn storable_error(error: LlmError) -> LlmError {
+    LlmError {
+        label: storable::owned(error.label),
+        message: storable::owned(error.message),
+        ..error
+    }
+}
 
 /// When an attempt started, how long it took and how long it waited for a rate limit.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +66,9 @@ impl TaskRun<'_> {
             let started = Instant::now();
             let started_at = chrono::Utc::now();
             let result = match self.attempt(call, attempt).await? {
-                Ok(result) => result,
+                // A provider's error text enters agentd here: `llm_calls.error`, the
+                // `llm.retry` event and the error_log the model sees agree on it.
+                Ok(result) => result.map_err(storable_error),
                 Err(interrupt) => return Ok(Err(interrupt)),
             };
             let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

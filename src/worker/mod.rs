@@ -27,6 +27,7 @@ mod task_run;
 mod tool_calls;
 mod tool_plan;
 pub mod unheld;
+mod unstored;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -18,7 +18,10 @@ use tracing::Instrument;
 use super::committer::Committer;
 use super::deps::WorkerDeps;
 use super::events::{Encoded, Outbound};
-use crate::store::{self, step::StepWrite};
+use crate::store::{
+    self,
+    step::{StepRefused, StepWrite},
+};
 
 /// The seq up to which a task's events are known confirmed by the broker.
 #[derive(Debug, Clone, Default)]
@@ -107,7 +110,9 @@ impl StepCommit {
 }
 
 /// Writes the step, retrying with backoff while the database is unreachable (the task
-/// pauses), until it works or the task is released. A lost lease is an error.
+/// pauses), until it works or the task is released. A lost lease is an error. A step the
+/// database refuses for good is a [`StepRefused`] error (its task cannot go on), after one
+/// more try with every text made storable when the refusal was a NUL that slipped through.
 async fn write_through_outages(
     committer: &Committer,
     release: &CancellationToken,
@@ -115,17 +120,27 @@ async fn write_through_outages(
     mut outbound: Outbound,
 ) -> anyhow::Result<Outbound> {
     let mut delays = store::transient::delays();
+    let mut made_storable = false;
     loop {
         let done = committer.commit(write, outbound).await?;
         (write, outbound) = (done.write, done.outbound);
         let err = match done.result {
             Ok(true) => return Ok(outbound),
             Ok(false) => anyhow::bail!("lease lost: another worker has taken this task over"),
-            Err(err) => anyhow::Error::new(err).context("committing a step"),
+            Err(err) => err,
         };
-        if !store::transient::is_transient(&err) {
-            return Err(err);
+        if !store::transient::sqlx_transient(&err) {
+            if !made_storable && store::transient::refuses_nul(&err) {
+                made_storable = true;
+                if write.make_storable() {
+                    tracing::warn!(error = %err,
+                        "a step held text PostgreSQL refuses; writing it with NUL replaced");
+                    continue;
+                }
+            }
+            return Err(StepRefused::new(&write, err).into());
         }
+        let err = anyhow::Error::new(err).context("committing a step");
         let delay = delays.next().unwrap_or_default();
         tracing::warn!(error = %format!("{err:#}"), retry_in_ms = delay.as_millis() as u64,
             "database unavailable; the task waits");

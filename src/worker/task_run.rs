@@ -25,7 +25,7 @@ use crate::core::approval::ApprovalPolicy;
 use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord, WaitReason};
 use crate::core::types::ToolSpec;
 use crate::store::step::{Finish, Progress, StartedCall, StepWrite, ToolMeta, Totals};
-use crate::store::{self, agents::Agent, trace::LlmCallRow};
+use crate::store::{agents::Agent, trace::LlmCallRow};
 
 /// How long a finished task keeps trying to publish its last events through a broker
 /// outage; then the outbox sweep takes over.
@@ -143,7 +143,8 @@ impl<'a> TaskRun<'a> {
         self.machine.task().task_id
     }
 
-    /// Runs recursions until the task reaches an outcome or is interrupted.
+    /// Runs recursions until the task reaches an outcome or is interrupted. A step the
+    /// database refused for good ends the task `failed` (see [`super::unstored`]).
     pub async fn drive(&mut self) -> anyhow::Result<RunEnd> {
         let end = self.run().await;
         if let Some(step) = self.in_flight.take() {
@@ -151,6 +152,11 @@ impl<'a> TaskRun<'a> {
             // and let it end before the task is handed back, so nothing writes behind us.
             self.stops.release.cancel();
             let _ = step.finish().await;
+        }
+        if let Err(err) = &end
+            && let Some(refused) = super::unstored::refusal(err)
+        {
+            return self.end_refused(refused).await;
         }
         end
     }
@@ -314,7 +320,7 @@ impl<'a> TaskRun<'a> {
         self.log.push_outcome(outcome);
         self.checkpoint = None;
         let plan = serde_json::to_string(self.machine.plan())?;
-        self.start(Progress::Finish(terminal_fields(outcome, plan)));
+        self.start(Progress::Finish(Finish::of(outcome, plan)));
         self.settle().await?;
         self.publish_remaining().await;
         Ok(())
@@ -456,41 +462,5 @@ fn totals(machine: &Machine) -> Totals {
         completion_tokens: spent.completion_tokens,
         cost_usd: spent.cost_usd,
         tool_calls: spent.tool_calls,
-    }
-}
-
-/// The `tasks` columns of an outcome.
-pub fn terminal_fields(outcome: &Outcome, plan: String) -> Finish {
-    use store::tasks::status;
-    match outcome {
-        Outcome::Completed { answer, iterations } => Finish {
-            status: status::COMPLETED,
-            iterations: *iterations,
-            plan,
-            answer: Some(answer.clone()),
-            error: None,
-            fail_reason: None,
-        },
-        Outcome::Failed {
-            reason,
-            error,
-            iterations,
-            ..
-        } => Finish {
-            status: status::FAILED,
-            iterations: *iterations,
-            plan,
-            answer: None,
-            error: Some(error.clone()),
-            fail_reason: Some(reason.as_str()),
-        },
-        Outcome::Cancelled { iterations } => Finish {
-            status: status::CANCELLED,
-            iterations: *iterations,
-            plan,
-            answer: None,
-            error: None,
-            fail_reason: None,
-        },
     }
 }

@@ -37,6 +37,7 @@ use super::task_run::TaskRun;
 use super::tool_plan::{Plan, parsed, plan_calls, started_rows};
 use crate::contract::events::{ApprovalRequested, EventData, ToolCompleted, ToolStarted};
 use crate::core::approval::{self, Decided};
+use crate::core::inbound;
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolEffect};
 use crate::ports::ToolCallContext;
 use crate::store::ledger::{CallOutcome, LedgerRow};
@@ -360,7 +361,9 @@ async fn record(deps: &WorkerDeps, task_id: Uuid, trace_id: Uuid, ran: &Ran, max
     }
 }
 
-/// One call through the registry once a slot is free, cut at `timeout`.
+/// One call through the registry once a slot is free, cut at `timeout`. Its result is
+/// where a tool's output enters agentd: made storable here ([`inbound::tool_result`]), so
+/// that the ledger, the events and the next recursion see the same text.
 async fn run_tool(
     deps: &WorkerDeps,
     granted: Option<&[String]>,
@@ -372,7 +375,7 @@ async fn run_tool(
     let _slot = slots.acquire().await;
     let started = std::time::Instant::now();
     match tokio::time::timeout(timeout, deps.tools.call(granted, call, context)).await {
-        Ok(result) => result,
+        Ok(result) => inbound::tool_result(result),
         Err(_) => ToolCallResult {
             tool_call_id: call.id.clone(),
             name: call.name.clone(),

@@ -1,7 +1,9 @@
 //! Property tests of the core's robustness against whatever a model or a tool sends: the
 //! reply parser ([`reply`]) and the state-snapshot renderer ([`snapshot`]) take arbitrary
 //! bytes, arbitrary JSON, deep nesting, huge strings and floods of braces or tags without
-//! panicking, in time linear in the input, and what is fed back stays within the limits.
+//! panicking, in time linear in the input, and what is fed back stays within the limits;
+//! arbitrary Unicode (NUL, U+FFFF, combining runs, lone-surrogate escapes) leaves only
+//! storable text in the machine, with task-unique tool-call ids ([`storable`]).
 //!
 //! Timing is asserted only loosely (seconds for megabytes, on a slow shared machine in a
 //! debug build): linearity comes from the construction (non-overlapping candidates, a
@@ -10,6 +12,7 @@
 
 mod reply;
 mod snapshot;
+mod storable;
 mod strategies;
 
 use std::time::{Duration, Instant};

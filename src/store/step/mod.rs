@@ -7,7 +7,11 @@
 //! statement, so nothing of a step is written when its task's lease is no longer its
 //! writer's; the other steps of the statement are not affected.
 
+mod refused;
 mod statement;
+mod storable;
+
+pub use refused::StepRefused;
 
 use std::collections::HashSet;
 
@@ -15,7 +19,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::core::machine::RecursionRecord;
+use crate::core::machine::{Outcome, RecursionRecord};
 use crate::store::trace::LlmCallRow;
 
 /// What happens to the `tasks` row of the step.
@@ -61,6 +65,44 @@ pub struct Finish {
     pub answer: Option<String>,
     pub error: Option<String>,
     pub fail_reason: Option<&'static str>,
+}
+
+impl Finish {
+    /// The `tasks` columns of `outcome`, with the task's final `plan` (JSON text).
+    pub fn of(outcome: &Outcome, plan: String) -> Self {
+        use crate::store::tasks::status;
+        match outcome {
+            Outcome::Completed { answer, iterations } => Finish {
+                status: status::COMPLETED,
+                iterations: *iterations,
+                plan,
+                answer: Some(answer.clone()),
+                error: None,
+                fail_reason: None,
+            },
+            Outcome::Failed {
+                reason,
+                error,
+                iterations,
+                ..
+            } => Finish {
+                status: status::FAILED,
+                iterations: *iterations,
+                plan,
+                answer: None,
+                error: Some(error.clone()),
+                fail_reason: Some(reason.as_str()),
+            },
+            Outcome::Cancelled { iterations } => Finish {
+                status: status::CANCELLED,
+                iterations: *iterations,
+                plan,
+                answer: None,
+                error: None,
+                fail_reason: None,
+            },
+        }
+    }
 }
 
 /// One event row: seq, id, type and its JSON text.

@@ -5,6 +5,7 @@
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::Value;
 
+use crate::core::storable;
 use crate::core::types::ToolSpec;
 use crate::ports::ToolOutput;
 
@@ -56,8 +57,19 @@ pub(crate) fn spec(server: &str, tool: &Tool) -> ToolSpec {
 
 /// A `tools/call` result as agentd's tool outcome: `isError` → the error value (the tool's
 /// text); else the structured content when the server sent one, else the text (one block)
-/// or the list of texts, else the content blocks as JSON.
+/// or the list of texts, else the content blocks as JSON. What a server sends may hold
+/// any Unicode: the outcome is made storable ([`storable`]) here, where it enters agentd.
 pub(crate) fn output(result: CallToolResult) -> Result<ToolOutput, String> {
+    match unchecked_output(result) {
+        Ok(output) => Ok(ToolOutput {
+            result: storable::json_owned(output.result),
+            memo: output.memo.map(storable::owned),
+        }),
+        Err(error) => Err(storable::owned(error)),
+    }
+}
+
+fn unchecked_output(result: CallToolResult) -> Result<ToolOutput, String> {
     let texts: Vec<&str> = result
         .content
         .iter()
@@ -147,6 +159,13 @@ mod tests {
         assert_eq!(output(structured).map(|o| o.result), Ok(json!({"sum": 5})));
         let failed = CallToolResult::error(vec![ContentBlock::text("no such file")]);
         assert_eq!(output(failed), Err("no such file".to_owned()));
+        let nul = CallToolResult::success(vec![ContentBlock::text("a\0b")]);
+        assert_eq!(output(nul).map(|o| o.result), Ok(json!("a\u{FFFD}b")));
+        let nul = CallToolResult::structured(json!({"k\u{0}": ["\u{0}"]}));
+        let stored = json!({"k\u{FFFD}": ["\u{FFFD}"]});
+        assert_eq!(output(nul).map(|o| o.result), Ok(stored));
+        let nul = CallToolResult::error(vec![ContentBlock::text("no\0such file")]);
+        assert_eq!(output(nul), Err("no\u{FFFD}such file".to_owned()));
         let image = CallToolResult::success(vec![ContentBlock::image("AAAA", "image/png")]);
         let value = output(image).map(|o| o.result).unwrap_or_default();
         assert_eq!(value[0]["type"], "image", "{value}");

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 mod budgets;
 mod compaction;
 mod failures;
+mod outside_text;
 mod runs;
 
 pub(super) fn at(second: u32) -> DateTime<Utc> {
