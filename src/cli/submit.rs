@@ -4,8 +4,10 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use futures::StreamExt;
 use serde_json::Value;
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::watch::describe;
@@ -25,17 +27,32 @@ pub async fn run(settings: &Settings, task: &TaskMessage, wait: bool) -> anyhow:
     let publisher = amqp::connect_declared(settings).await?;
     let body = serde_json::to_vec(&task)?;
     let queue = &settings.amqp.tasks_queue;
+    let turn = match record_turn(settings, &task).await {
+        Ok(turn) => turn,
+        Err(err) => {
+            // The message alone still makes a turn, placed when a worker records it.
+            eprintln!(
+                "warning: the turn was not recorded before publishing ({err:#}): turns \
+                 published at about the same time may run in another order"
+            );
+            None
+        }
+    };
     if !wait {
-        publisher.publish_task(queue, &body).await?;
+        let published = publisher.publish_task(queue, &body).await;
+        withdraw_unpublished(turn.as_ref(), task_id, published.is_err()).await;
+        published?;
         println!("{task_id}");
         return Ok(ExitCode::SUCCESS);
     }
     // The reply queue exists before the task is published, so the reply cannot be missed.
     let (reply_to, mut replies) = amqp::subscriber::reply_queue(publisher.broker()).await?;
     let correlation_id = task_id.to_string();
-    publisher
+    let published = publisher
         .publish_task_with_reply(queue, &body, &reply_to, &correlation_id)
-        .await?;
+        .await;
+    withdraw_unpublished(turn.as_ref(), task_id, published.is_err()).await;
+    published?;
     println!("{task_id}");
     while let Some(delivery) = replies.next().await {
         let delivery = delivery?;
@@ -58,4 +75,36 @@ pub async fn run(settings: &Settings, task: &TaskMessage, wait: bool) -> anyhow:
         });
     }
     anyhow::bail!("the reply queue closed before the task ended")
+}
+
+/// A conversation turn is recorded as `pending` before it is published, which fixes its
+/// place in the conversation whichever worker reads it first (CONTRACT §10). Returns the
+/// pool it was recorded with; `None` for a task without a conversation or already recorded.
+/// Without PostgreSQL the turn is published unrecorded, with a warning.
+async fn record_turn(settings: &Settings, task: &TaskMessage) -> anyhow::Result<Option<PgPool>> {
+    let (Some(task_id), Some(_)) = (task.task_id, task.conversation_id) else {
+        return Ok(None);
+    };
+    let pool = crate::store::connect(&settings.database.url, 1).await?;
+    let turn = crate::store::tasks::NewTask {
+        task_id,
+        agent_id: Some(task.agent_id),
+        conversation_id: task.conversation_id,
+        input: Some(&task.input),
+        constraints: &task.constraints,
+        stream: task.stream,
+        reply: None,
+    };
+    let new = crate::store::conversations::record_turn(&pool, &turn)
+        .await
+        .context("recording the conversation turn")?;
+    // A row that existed is not ours to withdraw.
+    Ok(new.then_some(pool))
+}
+
+/// Withdraws a recorded turn whose message was not published.
+async fn withdraw_unpublished(turn: Option<&PgPool>, task_id: Uuid, failed: bool) {
+    if let (Some(pool), true) = (turn, failed) {
+        let _ = crate::store::conversations::withdraw_turn(pool, task_id).await;
+    }
 }
