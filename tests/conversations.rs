@@ -1,7 +1,8 @@
 //! One task at a time per conversation (CONTRACT §10, `agents.conversation_policy`) with
 //! real workers, the fake LLM over HTTP, RabbitMQ and PostgreSQL: turns of one conversation
 //! published together never run at once, even on two workers, each later turn sees the
-//! earlier turns' answers, a parked turn can be cancelled, and the `reject` policy ends a
+//! earlier turns' answers, turns published back to back by the gateway or `agentd submit`
+//! run in publish order, a parked turn can be cancelled, and the `reject` policy ends a
 //! turn that arrives while another runs.
 
 #[allow(dead_code)]
@@ -9,9 +10,11 @@ mod support;
 
 use std::time::Duration;
 
+use agentd::contract::TaskMessage;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use support::fake_llm::{FakeReply, answer_reply};
+use support::gateway::Gateway;
 use support::harness::TestEnv;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -101,6 +104,100 @@ async fn turns_published_together_run_one_at_a_time_on_two_workers_and_see_each_
             );
         }
     }
+    second_stop.cancel();
+    let _ = second.await;
+    env.stop().await;
+}
+
+/// Conversations published as bursts of two turns in [`turns_run_in_publish_order_when_published_back_to_back_on_two_workers`].
+const BURSTS: usize = 10;
+
+/// Publishes the two turns of a burst back to back, as a producer using the gateway (even
+/// bursts) or `agentd submit` (odd bursts) does: the second once the first was accepted.
+async fn publish_burst(env: &TestEnv, gateway: &Gateway, agent: Uuid, burst: usize) -> [Uuid; 2] {
+    let conversation = Uuid::now_v7();
+    let mut turns = [Uuid::nil(); 2];
+    for (turn, which) in turns.iter_mut().zip(["first", "second"]) {
+        let input = format!("burst-{burst:02}-{which}: go");
+        *turn = if burst.is_multiple_of(2) {
+            let body = json!({"agent_id": agent, "input": input, "conversation_id": conversation});
+            let accepted = gateway.post_json("/v1/tasks", &body, 202).await;
+            accepted["task_id"].as_str().unwrap().parse().unwrap()
+        } else {
+            let task_id = Uuid::now_v7();
+            let task = TaskMessage {
+                task_id: Some(task_id),
+                agent_id: agent,
+                input,
+                conversation_id: Some(conversation),
+                constraints: Vec::new(),
+                stream: false,
+                budget: None,
+            };
+            agentd::cli::submit::run(&env.settings, &task, false, None)
+                .await
+                .expect("agentd submit");
+            task_id
+        };
+    }
+    turns
+}
+
+#[tokio::test]
+async fn turns_run_in_publish_order_when_published_back_to_back_on_two_workers() {
+    let env = TestEnv::start().await;
+    let second_stop = CancellationToken::new();
+    let second = tokio::spawn(agentd::worker::run(
+        env.settings.clone(),
+        second_stop.clone(),
+    ));
+    let gateway = Gateway::start(&env, &[]).await;
+    let agent = env.agent(None, None).await;
+    for burst in 0..BURSTS {
+        for which in ["first", "second"] {
+            let marker = format!("burst-{burst:02}-{which}");
+            env.fake
+                .script(&marker, vec![answer_reply(&format!("answer of {marker}"))]);
+        }
+    }
+    // Every burst at once, so that the two workers race for the turns of each.
+    let bursts = (0..BURSTS).map(|burst| publish_burst(&env, &gateway, agent, burst));
+    let bursts = futures::future::join_all(bursts).await;
+    for (burst, [first, second]) in bursts.into_iter().enumerate() {
+        assert_eq!(env.wait_terminal(first).await.status, "completed");
+        assert_eq!(env.wait_terminal(second).await.status, "completed");
+        let first_events = env.stored_events(first).await;
+        let second_events = env.stored_events(second).await;
+        assert!(
+            first_events.iter().all(|e| e["type"] != "task.waiting"),
+            "burst {burst}: the first turn waited behind the second: {first_events:?}"
+        );
+        let started = second_events
+            .iter()
+            .find(|e| e["type"] == "task.started")
+            .unwrap();
+        let first_ended = first_events.last().unwrap();
+        assert!(
+            ts(first_ended) <= ts(started),
+            "burst {burst}: the second turn started at {} before the first ended at {}",
+            ts(started),
+            ts(first_ended)
+        );
+        let marker = format!("burst-{burst:02}-second");
+        let state = env.fake.requests_for(&marker)[0].system_state().unwrap();
+        let earlier = &state["context"]["conversation"];
+        assert_eq!(
+            earlier.as_array().map_or(0, Vec::len),
+            1,
+            "burst {burst}: {earlier}"
+        );
+        assert_eq!(
+            earlier[0]["answer"],
+            format!("answer of burst-{burst:02}-first"),
+            "burst {burst}"
+        );
+    }
+    gateway.stop().await;
     second_stop.cancel();
     let _ = second.await;
     env.stop().await;

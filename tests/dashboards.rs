@@ -8,7 +8,9 @@
 //! each name as a family in a `# TYPE` line (`_bucket`, `_sum`, `_count` map to their
 //! histogram). The label names the expressions match on or group by must be labels of those
 //! series, or `job` / `instance`, which Prometheus adds. The only other metric allowed is
-//! Prometheus' own `up`.
+//! Prometheus' own `up`. The same names and labels must exist, at 0, on a fresh worker (the
+//! real binary, a process of its own) before it ran any task, so that `increase()` sees the
+//! first event.
 //!
 //! The tokenizer is no PromQL parser: it knows enough of the grammar to tell metric names
 //! from functions, aggregations, keywords, label names, strings, durations and Grafana
@@ -25,6 +27,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::{self, TestEnv};
+use support::process::WorkerProcess;
 use uuid::Uuid;
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -655,6 +658,69 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
         "the dashboard or the alerts name what the worker does not export:\n{}",
         problems.join("\n")
     );
+    env.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// How long a fresh worker may take to serve its first complete scrape.
+const FIRST_SCRAPE_WAIT: Duration = Duration::from_secs(20);
+
+/// Before any task: every metric and label the files name is exported by a fresh worker,
+/// every counter and histogram at 0 (a series born at its first event has no `increase()`).
+#[tokio::test]
+async fn every_metric_the_dashboard_and_alerts_name_exists_at_zero_before_any_task() {
+    let all: Vec<Query> = dashboard_queries()
+        .into_iter()
+        .chain(alert_queries())
+        .collect();
+    let queries = scanned(&all);
+    let env = TestEnv::without_worker(|_| {}).await;
+    let dir = harness::scratch_dir("dashboards-fresh");
+    let addr = harness::free_local_addr();
+    let config = dir.join("fresh.toml");
+    let toml = format!(
+        "[metrics]\nbind = \"{addr}\"\n\n[[tools.mcp]]\nname = \"freshsrv\"\ncommand = \"{}\"\n",
+        harness::test_mcp_server_bin()
+    );
+    std::fs::write(&config, toml).expect("config file");
+    let worker = WorkerProcess::spawn_with_config(&env.settings, Some(&config), &[]);
+    let deadline = tokio::time::Instant::now() + FIRST_SCRAPE_WAIT;
+    let (problems, body) = loop {
+        let (status, body) = harness::http_get(&addr, "/metrics").await;
+        let problems = if status == 200 {
+            missing(&queries, &families(&body))
+        } else {
+            vec![format!("/metrics answered {status}")]
+        };
+        if problems.is_empty() || tokio::time::Instant::now() > deadline {
+            break (problems, body);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        problems.is_empty(),
+        "a fresh worker lacks what the dashboard or the alerts name:\n{}\n{}",
+        problems.join("\n"),
+        worker.log()
+    );
+    let exported = families(&body);
+    let named: BTreeSet<String> = queries
+        .iter()
+        .flat_map(|(_, names)| &names.selectors)
+        .filter_map(|(name, _)| family_of(name, &exported))
+        .collect();
+    let moved: Vec<&str> = body
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            family_of(name, &exported)
+                .is_some_and(|family| named.contains(&family) && exported[&family].0 != "gauge")
+        })
+        .filter(|line| line.rsplit(' ').next() != Some("0"))
+        .collect();
+    assert!(moved.is_empty(), "not 0 before any task: {moved:?}");
+    drop(worker);
     env.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -7,6 +7,10 @@
 //! Phoenix comes from `AGENTD_PHOENIX` (the `phoenix` executable), else the venv `.ci/run`
 //! makes (`target/phoenix-venv`), else `phoenix` on PATH. Under `CI=true` a missing Phoenix
 //! fails the test; elsewhere it is skipped with the reason.
+//!
+//! Without Phoenix: the real `agentd worker` binary configured only by OpenTelemetry's
+//! standard variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, `..._HEADERS`, `OTEL_SERVICE_NAME`)
+//! exports its trace to a minimal OTLP/HTTP receiver written here.
 
 #[allow(dead_code)]
 mod support;
@@ -14,6 +18,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentd::cancel::send_control;
@@ -22,6 +27,7 @@ use agentd::contract::control::{Pause, Resume};
 use serde_json::{Value, json};
 use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::{TestEnv, free_local_addr, http_get, scratch_dir};
+use support::process::WorkerProcess;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
@@ -303,4 +309,131 @@ async fn a_task_is_one_trace_in_phoenix_with_the_genai_tree_and_attributes() {
     env.stop().await;
     let _ = phoenix.start_kill();
     let _ = phoenix.wait().await;
+}
+
+/// What a minimal OTLP/HTTP receiver got: each export request's path, headers and body.
+type Exports = Arc<Mutex<Vec<Export>>>;
+
+/// Starts a receiver that accepts every export; returns its base URL and what it got.
+async fn start_receiver() -> (String, Exports) {
+    let exports: Exports = Arc::default();
+    let recorded = Arc::clone(&exports);
+    let app = axum::Router::new().fallback(
+        move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let recorded = Arc::clone(&recorded);
+            async move {
+                let export = (uri.path().to_owned(), headers, body.to_vec());
+                recorded.lock().unwrap().push(export);
+                (
+                    [("content-type", "application/x-protobuf")],
+                    Vec::<u8>::new(),
+                )
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), exports)
+}
+
+/// How long the worker binary may take to start and run a task, and then its trace to
+/// arrive (the batch is sent every 100 ms here).
+const EXPORT_WAIT: Duration = Duration::from_secs(20);
+
+/// One export request: its path, headers and body.
+type Export = (String, axum::http::HeaderMap, Vec<u8>);
+
+/// Runs a task on the worker binary started with `variables` (and the `config` file, if
+/// any) and returns the export holding its trace, and every export received.
+async fn export_of_a_task(
+    variables: &[(&str, &str)],
+    config: Option<&Path>,
+) -> (Export, Vec<Export>) {
+    let (base, exports) = start_receiver().await;
+    let env = TestEnv::without_worker(|_| {}).await;
+    let mut all = vec![
+        ("AGENTD__OTEL__EXPORT_INTERVAL_MS", "100"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", base.as_str()),
+        // Blank whatever the test process has: these would take precedence.
+        ("AGENTD__OTEL__ENDPOINT", ""),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
+        ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", ""),
+    ];
+    // The test's own come last: they win.
+    all.extend_from_slice(variables);
+    let worker = WorkerProcess::spawn_with_config(&env.settings, config, &all);
+    let agent = env.agent(None, None).await;
+    env.fake.script("otel-env", vec![answer_reply("done")]);
+    let task_id = env.submit(agent, "otel-env").await;
+    let task = env.wait_terminal_within(task_id, EXPORT_WAIT).await;
+    assert_eq!(task.status, "completed", "{}", worker.log());
+    let deadline = Instant::now() + EXPORT_WAIT;
+    let trace_id = *task_id.as_bytes();
+    let export = loop {
+        let received = exports.lock().unwrap().clone();
+        if let Some(export) = received
+            .iter()
+            .find(|(_, _, body)| contains(body, &trace_id))
+        {
+            break export.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no export holds the task's trace: {}",
+            worker.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(worker);
+    env.stop().await;
+    let received = exports.lock().unwrap().clone();
+    (export, received)
+}
+
+#[tokio::test]
+async fn the_standard_otel_variables_alone_make_the_worker_export() {
+    let service = format!("otel-env-{}", Uuid::new_v4().simple());
+    let variables = [
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=k%20e%2Cy"),
+        ("OTEL_SERVICE_NAME", service.as_str()),
+    ];
+    let ((path, headers, _), received) = export_of_a_task(&variables, None).await;
+    // The endpoint variable is a base URL: the traces path was appended.
+    assert_eq!(path, "/v1/traces");
+    assert_eq!(headers["x-collector-key"], "k e,y");
+    assert!(
+        received
+            .iter()
+            .any(|(_, _, body)| contains(body, service.as_bytes())),
+        "no export carries service.name {service}"
+    );
+}
+
+#[tokio::test]
+async fn otel_headers_of_the_configuration_win_over_the_variable() {
+    let dir = scratch_dir("otel-headers");
+    let config = dir.join("otel.toml");
+    std::fs::write(
+        &config,
+        "[otel]\nheaders = { \"x-collector-key\" = \"own\" }\n",
+    )
+    .unwrap();
+    // The traces variable is the one the OTLP library itself reads first and applies last.
+    let variables = [(
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "x-collector-key=from-env,x-other=1",
+    )];
+    let ((_, headers, _), _) = export_of_a_task(&variables, Some(&config)).await;
+    let keys: Vec<_> = headers.get_all("x-collector-key").iter().collect();
+    assert_eq!(keys, ["own"], "the configured header is sent, once");
+    assert_eq!(headers["x-other"], "1");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Whether `needle` occurs in `haystack` (protobuf keeps strings and trace ids as raw bytes).
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
 }

@@ -2,7 +2,9 @@
 //! RabbitMQ, PostgreSQL and a provider over HTTP that answers 429 above N requests per
 //! window: configured at N, no 429 reaches a task and the workers together keep to the
 //! limit; a 429 with Retry-After holds the whole bucket; a task waiting for a slot is
-//! cancelled within a second; the wait is recorded in `llm_calls.queued_ms`.
+//! cancelled within a second; the whole wait, however long, is recorded in
+//! `llm_calls.queued_ms` and `agentd_llm_throttled_milliseconds_total`, and does not count
+//! against the recursion's timeout.
 //!
 //! `limit_throughput_with_200_tasks` (ignored: about 35 s) measures the throughput against
 //! the limit: `cargo test --test rate_limits -- --ignored --nocapture`.
@@ -275,6 +277,71 @@ async fn a_task_waiting_for_a_slot_is_cancelled_within_a_second() {
     for stop in stops {
         stop.cancel();
     }
+}
+
+/// The recursion timeout of [`a_wait_longer_than_a_recursion_is_recorded_whole`], well below
+/// the wait for a slot (the window, 2 s, plus its 250 ms margin).
+const SHORT_RECURSION_MS: u64 = 800;
+
+#[tokio::test]
+async fn a_wait_longer_than_a_recursion_is_recorded_whole() {
+    // A bucket of its own, so that the counter holds this test's waits only.
+    let bucket = RateLimit {
+        model: "fake-mod*".into(),
+        rpm: Some(1),
+        tpm: None,
+        window_secs: 2.0,
+    };
+    let metrics = agentd::metrics::install().expect("the metrics recorder");
+    let (_provider, url) = Provider::start(100, Duration::from_secs(60), Duration::ZERO).await;
+    let mut env = TestEnv::without_worker(move |settings| {
+        settings.llm.base_url = url;
+        settings.llm.limits = vec![bucket];
+        settings.worker.recursion_timeout_ms = SHORT_RECURSION_MS;
+    })
+    .await;
+    env.spawn_worker();
+    let agent = env.agent(None, None).await;
+    let first = env.submit(agent, "takes the slot").await;
+    let second = env.submit(agent, "waits a whole window").await;
+    for task_id in [first, second] {
+        let task = env.wait_terminal(task_id).await;
+        assert_eq!(task.status, "completed", "{:?}", task.error);
+        // No recursion was spent (and cut short) on the wait.
+        let errors: Vec<Option<String>> =
+            sqlx::query_scalar("SELECT error_log FROM recursions WHERE task_id = $1")
+                .bind(task_id)
+                .fetch_all(&env.pool)
+                .await
+                .expect("recursions");
+        assert_eq!(task.iterations, 1, "{task_id}: {errors:?}");
+    }
+    let waits: Vec<i64> = sqlx::query_scalar(
+        "SELECT queued_ms FROM llm_calls WHERE task_id = ANY($1) ORDER BY queued_ms",
+    )
+    .bind([first, second])
+    .fetch_all(&env.pool)
+    .await
+    .expect("queued_ms");
+    assert_eq!(waits.len(), 2, "{waits:?}");
+    assert!(
+        waits[1] >= 1_500 && waits[1] > 2 * SHORT_RECURSION_MS as i64,
+        "the second task waited about 2 s for its slot, recorded {waits:?} ms"
+    );
+    let text = metrics.render();
+    let counted: i64 = text
+        .lines()
+        .find(|line| {
+            line.starts_with("agentd_llm_throttled_milliseconds_total{bucket=\"fake-mod*\"}")
+        })
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no throttled counter for the bucket in:\n{text}"));
+    assert_eq!(
+        counted,
+        waits.iter().sum::<i64>(),
+        "the counter sums the waits"
+    );
+    env.stop().await;
 }
 
 #[tokio::test]

@@ -8,9 +8,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use futures::StreamExt;
 use lapin::Consumer;
 use serde_json::Value;
+use sqlx::PgPool;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -70,7 +72,10 @@ async fn submit(
     }
     let body = serde_json::to_vec(task)?;
     if !wait {
-        publisher.publish_task(queue, &body).await?;
+        let turn = record_turn_or_warn(settings, task).await;
+        let published = publisher.publish_task(queue, &body).await;
+        withdraw_unpublished(turn.as_ref(), task_id, published.is_err()).await;
+        published?;
         outln!("{task_id}")?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -84,9 +89,12 @@ async fn submit(
     let waited = async {
         let (reply_to, mut replies) = amqp::subscriber::reply_queue_on(&channel).await?;
         let correlation_id = task_id.to_string();
-        publisher
+        let turn = record_turn_or_warn(settings, task).await;
+        let published = publisher
             .publish_task_with_reply(queue, &body, &reply_to, &correlation_id)
-            .await?;
+            .await;
+        withdraw_unpublished(turn.as_ref(), task_id, published.is_err()).await;
+        published?;
         outln!("{task_id}")?;
         let reply = tokio::time::timeout_at(far(deadline), reply(&mut replies, &correlation_id));
         match reply.await {
@@ -237,4 +245,50 @@ fn timed_out(task_id: Uuid) -> ExitCode {
 fn far(deadline: Option<Instant>) -> Instant {
     const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
     deadline.unwrap_or_else(|| Instant::now() + CENTURY)
+}
+
+/// [`record_turn`], or a warning when it could not be recorded: the message alone still
+/// makes a turn, placed when a worker records it.
+async fn record_turn_or_warn(settings: &Settings, task: &TaskMessage) -> Option<PgPool> {
+    match record_turn(settings, task).await {
+        Ok(turn) => turn,
+        Err(err) => {
+            errln!(
+                "warning: the turn was not recorded before publishing ({err:#}): turns \
+                 published at about the same time may run in another order"
+            );
+            None
+        }
+    }
+}
+
+/// A conversation turn is recorded as `pending` before it is published, which fixes its
+/// place in the conversation whichever worker reads it first (CONTRACT §10). Returns the
+/// pool it was recorded with; `None` for a task without a conversation or already recorded.
+async fn record_turn(settings: &Settings, task: &TaskMessage) -> anyhow::Result<Option<PgPool>> {
+    let (Some(task_id), Some(_)) = (task.task_id, task.conversation_id) else {
+        return Ok(None);
+    };
+    let pool = crate::store::connect(&settings.database.url, 1).await?;
+    let turn = crate::store::tasks::NewTask {
+        task_id,
+        agent_id: Some(task.agent_id),
+        conversation_id: task.conversation_id,
+        input: Some(&task.input),
+        constraints: &task.constraints,
+        stream: task.stream,
+        reply: None,
+    };
+    let new = crate::store::conversations::record_turn(&pool, &turn)
+        .await
+        .context("recording the conversation turn")?;
+    // A row that existed is not ours to withdraw.
+    Ok(new.then_some(pool))
+}
+
+/// Withdraws a recorded turn whose message was not published.
+async fn withdraw_unpublished(turn: Option<&PgPool>, task_id: Uuid, failed: bool) {
+    if let (Some(pool), true) = (turn, failed) {
+        let _ = crate::store::conversations::withdraw_turn(pool, task_id).await;
+    }
 }

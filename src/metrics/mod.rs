@@ -5,13 +5,19 @@
 //! and publish latency with one call each. Metric names and labels are listed in
 //! [`names`]; every label value comes from a bounded set, never from free text.
 //!
+//! Every series exists from the first scrape, at 0 (Prometheus' "avoid missing metrics"), so
+//! that `rate()` and `increase()` see the first event: the series without labels, and each
+//! labelled one for its known label values (the bounded sets of [`names`], the tools
+//! offered, the MCP servers, the priced models and rate-limit buckets) — [`seed`].
+//!
 //! The recorder is global and installed once per process ([`install`]); until then every
 //! call here is a cheap no-op. `server` serves `/metrics`, `/healthz` and `/readyz`.
 
 pub mod names;
+mod seed;
 pub mod server;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -25,6 +31,9 @@ use names::*;
 
 static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
 static KNOWN_TOOLS: RwLock<Option<HashSet<String>>> = RwLock::new(None);
+/// The priced models and rate-limit buckets of the configuration, whose series are seeded.
+static KNOWN_LLM: RwLock<(BTreeSet<String>, BTreeSet<String>)> =
+    RwLock::new((BTreeSet::new(), BTreeSet::new()));
 
 /// Installs the global Prometheus recorder (once; later calls return the same handle).
 pub fn install() -> anyhow::Result<PrometheusHandle> {
@@ -46,18 +55,13 @@ fn build() -> anyhow::Result<PrometheusHandle> {
         .set_buckets_for_metric(Matcher::Full(COMPACTION_RATIO.to_owned()), &ratio)?
         .install_recorder()?;
     describe();
-    // Series without labels exist from the start, so rates work before the first task.
-    for name in [
-        TASKS_STARTED,
-        TASKS_RESUMED,
-        LLM_RETRIES,
-        COMPACTIONS,
-        DEAD_LETTERS,
-    ] {
-        counter!(name).increment(0);
-    }
-    gauge!(TASKS_IN_FLIGHT).increment(0.0);
+    seed::fixed();
     Ok(handle)
+}
+
+/// Whether the recorder is installed (series recorded now are kept).
+fn installed() -> bool {
+    HANDLE.get().is_some_and(Result::is_ok)
 }
 
 /// Remembers the tool names the worker offers, so that tool metrics label a name the model
@@ -67,6 +71,21 @@ pub fn register_tools(names: &[String]) {
         known
             .get_or_insert_with(HashSet::new)
             .extend(names.iter().cloned());
+    }
+    if installed() {
+        seed::tools();
+    }
+}
+
+/// Remembers the models with a price and the rate-limit buckets, so that their cost and
+/// throttling series exist at 0 from the start.
+pub fn register_llm(priced_models: &[String], buckets: &[String]) {
+    if let Ok(mut known) = KNOWN_LLM.write() {
+        known.0.extend(priced_models.iter().cloned());
+        known.1.extend(buckets.iter().cloned());
+    }
+    if installed() {
+        seed::llm();
     }
 }
 
@@ -226,6 +245,8 @@ impl Drop for InFlight {
 /// Records whether an MCP server is connected.
 pub fn mcp_server_up(server: &str, up: bool) {
     gauge!(MCP_SERVER_UP, "server" => server.to_owned()).set(if up { 1.0 } else { 0.0 });
+    // Its restarts exist at 0 from the first report (the recorder's start).
+    counter!(MCP_RESTARTS, "server" => server.to_owned()).increment(0);
 }
 
 /// Counts a restart (reconnect) of an MCP server.

@@ -1,5 +1,5 @@
-//! The names, labels and help texts of every metric agentd exports (the README's metrics
-//! table lists the same), and the bounded label values.
+//! The names, labels and help texts of every metric agentd exports (docs/operations.md's
+//! metrics table lists the same), and the bounded label values.
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 
@@ -60,13 +60,14 @@ pub const PRUNE_DURATION: &str = "agentd_prune_duration_seconds";
 /// The action types of seed 002 (anything else is labelled `other`, none is `none`).
 pub const ACTION_TYPES: [&str; 4] = ["CALL_TOOL", "RE_PLAN", "REFLECT", "ANSWER"];
 /// The `task.failed` reasons of CONTRACT §3.
-pub const FAIL_REASONS: [&str; 6] = [
+pub const FAIL_REASONS: [&str; 7] = [
     "max_iteration",
     "llm_error",
     "rejected",
     "internal",
     "delivery_limit",
     "budget",
+    "approval_expired",
 ];
 
 /// Registers help texts and units with the recorder.

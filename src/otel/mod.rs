@@ -9,15 +9,20 @@
 //! adds its recursions to the same trace under the same task span, which the worker that
 //! ends the task exports last. A recursion's span id comes from its `trace_id` (recorded as
 //! the attribute `agentd.trace_id`), so SQL rows and spans join both ways.
+//!
+//! Where spans go comes from `[otel]` or OpenTelemetry's standard variables
+//! (`OTEL_EXPORTER_OTLP_ENDPOINT`, ..., see [`target`]); agentd's own keys win.
 
 pub mod spans;
+pub mod target;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{
@@ -26,16 +31,19 @@ use opentelemetry_sdk::trace::{
 use serde::Deserialize;
 
 pub use spans::{StepSpans, TaskSpan};
+pub use target::ExportTarget;
 
 /// The `[otel]` section.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct OtelSettings {
-    /// OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:6006/v1/traces`; empty = off.
+    /// OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:6006/v1/traces`; empty: the
+    /// standard variables decide ([`target`]), and without them export is off.
     pub endpoint: String,
-    /// `service.name` of the resource.
+    /// `service.name` of the resource; empty: `OTEL_SERVICE_NAME`, else `agentd`.
     pub service_name: String,
-    /// Extra HTTP headers of every export (an API key of a hosted collector).
+    /// Extra HTTP headers of every export (an API key of a hosted collector); they win
+    /// over `OTEL_EXPORTER_OTLP_HEADERS` for the same name.
     pub headers: HashMap<String, String>,
     /// Spans are sent in batches at least this often, in milliseconds.
     pub export_interval_ms: u64,
@@ -47,7 +55,7 @@ impl Default for OtelSettings {
     fn default() -> Self {
         Self {
             endpoint: String::new(),
-            service_name: "agentd".into(),
+            service_name: String::new(),
             headers: HashMap::new(),
             export_interval_ms: 2000,
             timeout_ms: 10_000,
@@ -80,17 +88,29 @@ impl Telemetry {
         Self::default()
     }
 
-    /// Starts the exporter when `settings.endpoint` is set.
+    /// Starts the exporter when `[otel]` or the standard variables name an endpoint.
     pub fn start(settings: &OtelSettings) -> anyhow::Result<(Self, Option<Exporter>)> {
-        let endpoint = settings.endpoint.trim();
-        if endpoint.is_empty() {
-            return Ok((Self::disabled(), None));
+        match target::resolve(settings, |name| std::env::var(name).ok()) {
+            Some(target) => Self::start_to(settings, &target),
+            None => Ok((Self::disabled(), None)),
         }
+    }
+
+    /// Starts exporting to `target` (batching and timeout from `settings`).
+    pub fn start_to(
+        settings: &OtelSettings,
+        target: &ExportTarget,
+    ) -> anyhow::Result<(Self, Option<Exporter>)> {
+        for warning in &target.warnings {
+            tracing::warn!("OpenTelemetry: {warning}");
+        }
+        let endpoint = target.endpoint.as_str();
+        let timeout = Duration::from_millis(settings.timeout_ms);
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(HeadersFirst::new(timeout, &target.headers)?)
             .with_endpoint(endpoint)
-            .with_timeout(Duration::from_millis(settings.timeout_ms))
-            .with_headers(settings.headers.clone())
+            .with_timeout(timeout)
             .build()
             .with_context(|| format!("the OTLP exporter for {endpoint}"))?;
         let batch = BatchConfigBuilder::default()
@@ -101,7 +121,7 @@ impl Telemetry {
             .with_batch_config(batch)
             .build();
         let resource = Resource::builder()
-            .with_service_name(settings.service_name.clone())
+            .with_service_name(target.service_name.clone())
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
             .build();
         let provider = SdkTracerProvider::builder()
@@ -109,7 +129,8 @@ impl Telemetry {
             .with_resource(resource)
             .build();
         let tracer = provider.tracer("agentd");
-        tracing::info!(endpoint, "exporting one OpenTelemetry trace per task");
+        tracing::info!(endpoint, service_name = %target.service_name,
+            "exporting one OpenTelemetry trace per task");
         Ok((
             Self {
                 tracer: Some(tracer),
@@ -141,5 +162,50 @@ impl Exporter {
         if let Err(err) = self.provider.shutdown() {
             tracing::warn!(error = %err, "the OpenTelemetry exporter did not shut down cleanly");
         }
+    }
+}
+
+/// The exporter's HTTP client: the resolved headers are set on every request last, so that
+/// they win over what the OTLP library adds from `OTEL_EXPORTER_OTLP_HEADERS` by itself.
+#[derive(Debug)]
+struct HeadersFirst {
+    client: reqwest::blocking::Client,
+    headers: reqwest::header::HeaderMap,
+}
+
+impl HeadersFirst {
+    fn new(timeout: Duration, headers: &BTreeMap<String, String>) -> anyhow::Result<Self> {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .with_context(|| format!("[otel] headers: {name:?} is not a header name"))?;
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .with_context(|| format!("[otel] headers: the value of {name} is not valid"))?;
+            map.insert(name, value);
+        }
+        // A blocking client owns a runtime of its own: it is built (and its exports run)
+        // off the worker's runtime, as the OTLP library does with its default client.
+        let client = std::thread::spawn(move || {
+            reqwest::blocking::Client::builder()
+                .timeout(timeout)
+                .build()
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("building the OTLP HTTP client panicked"))?
+        .context("building the OTLP HTTP client")?;
+        Ok(Self {
+            client,
+            headers: map,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl HttpClient for HeadersFirst {
+    async fn send_bytes(&self, mut request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        for (name, value) in &self.headers {
+            request.headers_mut().insert(name.clone(), value.clone());
+        }
+        self.client.send_bytes(request).await
     }
 }

@@ -1,12 +1,19 @@
-//! One task at a time per conversation (CONTRACT §10): the queries that admit a new turn
-//! or park it, and that free the next parked turn once the conversation is idle. Every one
-//! of them runs under the conversation's advisory lock, so two workers never both see an
-//! idle conversation.
+//! One task at a time per conversation, in the order the turns were recorded (CONTRACT §10):
+//! the queries that admit a new turn or park it, and that free the next parked turn once
+//! the conversation is idle. Every one of them runs under the conversation's advisory lock,
+//! so two workers never both see an idle conversation.
+//!
+//! A turn's place is `tasks.recorded_seq`, taken from a sequence when its row is first
+//! inserted: by a producer that records the turn before publishing it (the gateway, the
+//! CLI, [`record_turn`]), else by the worker that reads its message. A turn runs only when
+//! no earlier turn is unended (pending, running or waiting) and no other turn holds the
+//! conversation; a claimed turn holds it only once admitted (`tasks.admitted_at`).
 
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::reconcile::Orphan;
+use super::tasks::NewTask;
 
 /// Takes the conversation's advisory lock until the end of the caller's transaction.
 pub async fn lock(conn: &mut PgConnection, conversation_id: Uuid) -> sqlx::Result<()> {
@@ -17,25 +24,53 @@ pub async fn lock(conn: &mut PgConnection, conversation_id: Uuid) -> sqlx::Resul
     Ok(())
 }
 
-/// Another task of the conversation that holds it: running, waiting for anything but its
-/// turn, or freed and about to run.
-pub async fn active_other(
+/// A task of the conversation that holds it: admitted and running, waiting for anything
+/// but its turn, or freed (or resumed) and about to run. SQL over `tasks` aliased `t`.
+const HOLDS: &str = "((t.status = 'running' AND t.admitted_at IS NOT NULL) \
+     OR (t.status = 'waiting' AND t.wait_reason IS DISTINCT FROM 'conversation') \
+     OR (t.status = 'pending' AND t.resume_reason IS NOT NULL))";
+
+/// Unended: pending, running or waiting.
+const UNENDED: &str = "t.status IN ('pending', 'running', 'waiting')";
+
+/// What keeps `task_id` from running now: another task that holds the conversation, or an
+/// earlier turn that has not ended. `None`: the turn may run.
+pub async fn blocker(
     conn: &mut PgConnection,
     conversation_id: Uuid,
     task_id: Uuid,
 ) -> sqlx::Result<Option<Uuid>> {
-    sqlx::query_scalar(
-        "SELECT task_id FROM tasks \
-         WHERE conversation_id = $1 AND task_id <> $2 \
-           AND (status = 'running' \
-                OR (status = 'waiting' AND wait_reason IS DISTINCT FROM 'conversation') \
-                OR (status = 'pending' AND resume_reason IS NOT NULL)) \
-         LIMIT 1",
-    )
+    sqlx::query_scalar(&format!(
+        "SELECT t.task_id FROM tasks t \
+         WHERE t.conversation_id = $1 AND t.task_id <> $2 \
+           AND ({HOLDS} \
+                OR ({UNENDED} AND t.recorded_seq < \
+                    (SELECT recorded_seq FROM tasks WHERE task_id = $2))) \
+         ORDER BY t.recorded_seq LIMIT 1"
+    ))
     .bind(conversation_id)
     .bind(task_id)
     .fetch_optional(conn)
     .await
+}
+
+/// Whether the turn was admitted already (a task resumed after its worker died).
+pub async fn admitted(conn: &mut PgConnection, task_id: Uuid) -> sqlx::Result<bool> {
+    let at: Option<Option<chrono::DateTime<chrono::Utc>>> =
+        sqlx::query_scalar("SELECT admitted_at FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_optional(conn)
+            .await?;
+    Ok(at.flatten().is_some())
+}
+
+/// Marks the turn admitted: from now on it holds its conversation until it ends.
+pub async fn admit(conn: &mut PgConnection, task_id: Uuid) -> sqlx::Result<()> {
+    sqlx::query("UPDATE tasks SET admitted_at = now() WHERE task_id = $1")
+        .bind(task_id)
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// Parks a task its worker holds until the conversation is free: `waiting`, reason
@@ -57,27 +92,25 @@ pub async fn park(
     .await
 }
 
-/// Frees the conversation's oldest parked turn when nothing else holds it: it becomes
-/// `pending` (resume reason `conversation`) and the fields of its message are returned.
+/// Frees the conversation's next turn when nothing holds the conversation and its earliest
+/// unended turn is parked: it becomes `pending` (resume reason `conversation`) and the
+/// fields of its message are returned. An earliest turn that is pending or claimed is left
+/// alone: its own message runs it.
 pub async fn free_next(
     conn: &mut PgConnection,
     conversation_id: Uuid,
 ) -> sqlx::Result<Option<Orphan>> {
-    if active_other(conn, conversation_id, Uuid::nil())
-        .await?
-        .is_some()
-    {
-        return Ok(None);
-    }
-    sqlx::query_as(
+    sqlx::query_as(&format!(
         "UPDATE tasks SET status = 'pending', wait_reason = NULL, \
                 resume_reason = 'conversation', updated_at = now() \
-         WHERE task_id = (SELECT task_id FROM tasks \
-                          WHERE conversation_id = $1 AND status = 'waiting' \
-                            AND wait_reason = 'conversation' \
-                          ORDER BY created_at, task_id LIMIT 1) \
-         RETURNING task_id, agent_id, input, conversation_id, constraints, stream, status",
-    )
+         WHERE task_id = (SELECT t.task_id FROM tasks t \
+                          WHERE t.conversation_id = $1 AND {UNENDED} \
+                          ORDER BY t.recorded_seq, t.task_id \
+                          LIMIT 1) \
+           AND status = 'waiting' AND wait_reason = 'conversation' \
+           AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.conversation_id = $1 AND {HOLDS}) \
+         RETURNING task_id, agent_id, input, conversation_id, constraints, stream, status"
+    ))
     .bind(conversation_id)
     .fetch_optional(conn)
     .await
@@ -100,4 +133,24 @@ pub async fn with_parked(
     .bind(limit)
     .fetch_all(conn)
     .await
+}
+
+/// Records a turn as `pending` before its message is published, which fixes its place in
+/// the conversation (what the gateway and `agentd submit` do). Returns whether it was new.
+pub async fn record_turn(pool: &PgPool, turn: &NewTask<'_>) -> sqlx::Result<bool> {
+    super::tasks::insert_pending(pool, turn).await
+}
+
+/// Removes a turn recorded by [`record_turn`] whose message could not be published, so
+/// that it does not hold up the turns after it. A turn a worker took meanwhile (the
+/// message was published after all) is left alone.
+pub async fn withdraw_turn(pool: &PgPool, task_id: Uuid) -> sqlx::Result<bool> {
+    let result = sqlx::query(
+        "DELETE FROM tasks WHERE task_id = $1 AND status = 'pending' AND resume_reason IS NULL \
+           AND NOT EXISTS (SELECT 1 FROM events WHERE events.task_id = $1)",
+    )
+    .bind(task_id)
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
 }

@@ -1,11 +1,12 @@
-//! One task at a time per conversation (CONTRACT §10, `agents.conversation_policy`). A new
-//! turn is admitted under the conversation's advisory lock: when another task of the
-//! conversation holds it, the turn is parked (`waiting`, reason `conversation`, its lease
-//! released and its message acknowledged; policy `enqueue`, the default) or ends `rejected`
-//! (policy `reject`). When a turn ends, the oldest parked one is freed and enqueued in the
-//! same transaction; it then starts like a new task and sees the earlier turns' answers. A
+//! One task at a time per conversation, in the order its turns were recorded (CONTRACT §10,
+//! `agents.conversation_policy`). A turn is admitted under the conversation's advisory lock
+//! once a worker holds it: while an earlier turn has not ended, or another turn holds the
+//! conversation, it is parked (`waiting`, reason `conversation`, its lease released and its
+//! message acknowledged; policy `enqueue`, the default) or ends `rejected` (policy
+//! `reject`). When a turn ends, the next one is freed and enqueued in the same transaction
+//! if it is parked; it then starts like a new task and sees the earlier turns' answers. A
 //! sweep in every worker frees what a turn that ended elsewhere (or whose worker died) left
-//! parked.
+//! parked. Which turn is earlier is `tasks.recorded_seq` (see `store::conversations`).
 
 use std::time::Duration;
 
@@ -37,7 +38,8 @@ pub enum Admission {
     Rejected(String),
 }
 
-/// Admits the new turn `task_id` (held by this worker) of `conversation_id`.
+/// Admits the turn `task_id` (held by this worker) of `conversation_id`: a turn admitted
+/// before (resumed after its worker died) goes on.
 pub async fn admit(
     deps: &WorkerDeps,
     task_id: Uuid,
@@ -49,15 +51,20 @@ pub async fn admit(
     };
     let mut tx = deps.pool.begin().await?;
     conversations::lock(&mut tx, conversation_id).await?;
-    let Some(holder) = conversations::active_other(&mut tx, conversation_id, task_id).await? else {
+    if conversations::admitted(&mut tx, task_id).await? {
+        tx.commit().await?;
+        return Ok(Admission::Run);
+    }
+    let Some(blocker) = conversations::blocker(&mut tx, conversation_id, task_id).await? else {
+        conversations::admit(&mut tx, task_id).await?;
         tx.commit().await?;
         return Ok(Admission::Run);
     };
     if agent.conversation_policy.as_deref() == Some("reject") {
         tx.commit().await?;
         let reason = format!(
-            "conversation {conversation_id} has a task in progress ({holder}) and the agent's \
-             conversation_policy is reject"
+            "conversation {conversation_id} has a turn in progress or not ended yet ({blocker}) \
+             and the agent's conversation_policy is reject"
         );
         unheld::reject_taken(deps, task_id, Some(agent.agent_id), &reason).await?;
         return Ok(Admission::Rejected(reason));
@@ -70,7 +77,7 @@ pub async fn admit(
         tx.rollback().await?;
         return Ok(Admission::Parked);
     }
-    tracing::info!(%task_id, %conversation_id, %holder, "turn waits for its conversation");
+    tracing::info!(%task_id, %conversation_id, %blocker, "turn waits for its conversation");
     let waiting = EventData::TaskWaiting(TaskWaiting {
         reason: WaitReason::Conversation,
         tool_call_ids: Vec::new(),
@@ -80,7 +87,8 @@ pub async fn admit(
     Ok(Admission::Parked)
 }
 
-/// Frees the next parked turn of `conversation_id` if nothing holds the conversation.
+/// Frees the next turn of `conversation_id` if it is parked and nothing holds the
+/// conversation.
 pub async fn free_next(
     pool: &PgPool,
     publisher: &Publisher,

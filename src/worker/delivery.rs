@@ -134,24 +134,28 @@ async fn run(
     }
     let start = match inserted {
         true => Some(Start::Fresh { last_seq: 0 }),
-        false => take(deps, spec, &agent, shutdown).await?,
+        false => take(deps, spec, shutdown).await?,
     };
-    let taken = match start {
-        Some(Start::Fresh { last_seq }) => {
-            // One turn at a time per conversation (CONTRACT §10).
-            match conversations::admit(deps, spec.task_id, spec.conversation_id, &agent).await? {
-                Admission::Run => {}
-                Admission::Parked => return Ok(Handled::Finished),
-                Admission::Rejected(_) => {
-                    deps.replies.ended(spec.task_id);
-                    return Ok(Handled::Finished);
-                }
-            }
-            fresh(task_info(deps, spec, &agent).await?, spec, &agent, last_seq)
-        }
-        Some(Start::Resumed(taken)) => *taken,
+    let start = match start {
+        Some(start) => start,
         None if shutdown.is_cancelled() => return Ok(Handled::Released),
         None => return Ok(Handled::Duplicate),
+    };
+    // One turn at a time per conversation, in order (CONTRACT §10): decided before the
+    // task's earlier turns are read for its state.
+    match conversations::admit(deps, spec.task_id, spec.conversation_id, &agent).await? {
+        Admission::Run => {}
+        Admission::Parked => return Ok(Handled::Finished),
+        Admission::Rejected(_) => {
+            deps.replies.ended(spec.task_id);
+            return Ok(Handled::Finished);
+        }
+    }
+    let taken = match start {
+        Start::Fresh { last_seq } => {
+            fresh(task_info(deps, spec, &agent).await?, spec, &agent, last_seq)
+        }
+        Start::Resumed(point) => resume(deps, spec, &agent, point).await?,
     };
     let stops = Stops::default();
     running.insert(spec.task_id, stops.clone());
@@ -187,7 +191,7 @@ enum Start {
     /// `task.waiting`).
     Fresh { last_seq: i64 },
     /// From its checkpoint.
-    Resumed(Box<Taken>),
+    Resumed(ResumePoint),
 }
 
 /// Claims a task whose row existed. While another live worker holds it (a redelivery while its first
@@ -196,7 +200,6 @@ enum Start {
 async fn take(
     deps: &WorkerDeps,
     spec: &TaskSpec,
-    agent: &Agent,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<Start>> {
     let poll = Duration::from_secs_f64((deps.lease_secs / 4.0).clamp(0.05, 5.0));
@@ -210,10 +213,7 @@ async fn take(
                 let last_seq = store::events::last_seq(&mut conn, spec.task_id).await?;
                 return Ok(Some(Start::Fresh { last_seq }));
             }
-            Claim::Resume(point) => {
-                let taken = resume(deps, spec, agent, point).await?;
-                return Ok(Some(Start::Resumed(Box::new(taken))));
-            }
+            Claim::Resume(point) => return Ok(Some(Start::Resumed(point))),
             Claim::Ended(_) => {
                 tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
                 // Its runner may have died before its last events were confirmed.

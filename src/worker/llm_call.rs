@@ -4,11 +4,15 @@
 //!
 //! Under a provider rate limit (`[[llm.limits]]`, CONTRACT §10) every attempt first takes a
 //! slot in its model's bucket, shared by every worker through PostgreSQL, waiting (as long
-//! as needed, cancellable) until one is free; the wait is the attempt's `queued_ms`. A 429
-//! with Retry-After holds the whole bucket for that long, for every worker.
+//! as needed, cancellable) until one is free; the whole wait is the attempt's `queued_ms`.
+//! The recursion's clock (`worker.recursion_timeout_ms`) stops while it waits: the queue is
+//! the provider's limit, not a slow call, and cutting it would only make the next recursion
+//! queue again. A 429 with Retry-After holds the whole bucket for that long, for every worker.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::sync::mpsc;
 
@@ -50,12 +54,23 @@ struct Timing {
 /// The reply, or the error that ends the task (retries exhausted or not retryable).
 pub type LlmResult = Result<LlmReply, String>;
 
+/// How a recursion's LLM call ended, short of an interrupt.
+pub(super) enum LlmEnd {
+    /// Answered, or failed for good.
+    Done(LlmResult),
+    /// The recursion's deadline passed during an attempt or a retry's wait.
+    TimedOut,
+}
+
 impl TaskRun<'_> {
-    /// Calls the LLM until it answers, fails for good, or the task is interrupted.
+    /// Calls the LLM until it answers, fails for good, the recursion's `deadline` passes, or
+    /// the task is interrupted. Time spent waiting for a rate-limit slot moves `deadline`
+    /// on by as much.
     pub(super) async fn call_llm(
         &mut self,
         call: &LlmCall,
-    ) -> anyhow::Result<Result<LlmResult, Interrupt>> {
+        deadline: &mut Instant,
+    ) -> anyhow::Result<Result<LlmEnd, Interrupt>> {
         let mut retries = 0u32;
         loop {
             let attempt = retries + 1;
@@ -63,13 +78,18 @@ impl TaskRun<'_> {
                 Ok(slot) => slot,
                 Err(interrupt) => return Ok(Err(interrupt)),
             };
-            let started = Instant::now();
+            *deadline += Duration::from_millis(queued_ms.unwrap_or(0));
+            let started = std::time::Instant::now();
             let started_at = chrono::Utc::now();
-            let result = match self.attempt(call, attempt).await? {
-                // A provider's error text enters agentd here: `llm_calls.error`, the
-                // `llm.retry` event and the error_log the model sees agree on it.
-                Ok(result) => result.map_err(storable_error),
-                Err(interrupt) => return Ok(Err(interrupt)),
+            let result = match tokio::time::timeout_at(*deadline, self.attempt(call, attempt)).await
+            {
+                Err(_) => return Ok(Ok(LlmEnd::TimedOut)),
+                Ok(result) => match result? {
+                    // A provider's error text enters agentd here: `llm_calls.error`, the
+                    // `llm.retry` event and the error_log the model sees agree on it.
+                    Ok(result) => result.map_err(storable_error),
+                    Err(interrupt) => return Ok(Err(interrupt)),
+                },
             };
             let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             if let Some(slot) = slot {
@@ -82,14 +102,14 @@ impl TaskRun<'_> {
             };
             self.record_attempt(call, attempt, timing, &result);
             let error = match result {
-                Ok(reply) => return Ok(Ok(Ok(reply))),
+                Ok(reply) => return Ok(Ok(LlmEnd::Done(Ok(reply)))),
                 Err(error) => error,
             };
             match self.deps.retry.decide(error.class, retries) {
                 RetryDecision::GiveUp => {
                     let message = format!("LLM call failed after {attempt} attempt(s): {error}");
                     tracing::warn!(attempt, error = %error, "LLM call failed for good");
-                    return Ok(Ok(Err(message)));
+                    return Ok(Ok(LlmEnd::Done(Err(message))));
                 }
                 RetryDecision::RetryIn(delay) => {
                     let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
@@ -106,8 +126,11 @@ impl TaskRun<'_> {
                         EventData::LlmRetry(retry),
                     );
                     self.commit_step().await?;
-                    if let Err(interrupt) = self.stops.guard(tokio::time::sleep(delay)).await {
-                        return Ok(Err(interrupt));
+                    let nap = self.stops.guard(tokio::time::sleep(delay));
+                    match tokio::time::timeout_at(*deadline, nap).await {
+                        Err(_) => return Ok(Ok(LlmEnd::TimedOut)),
+                        Ok(Err(interrupt)) => return Ok(Err(interrupt)),
+                        Ok(Ok(())) => {}
                     }
                     retries += 1;
                 }
@@ -134,7 +157,8 @@ impl TaskRun<'_> {
         // Waiters of one bucket spread their retries a little, per task.
         let jitter =
             Duration::from_millis(u64::try_from(self.task_id().as_u128() % 25).unwrap_or(0));
-        let started = Instant::now();
+        // From wanting a slot to having one: every nap and every look at the bucket.
+        let started = std::time::Instant::now();
         loop {
             match crate::store::rate_limit::try_take(&self.deps.pool, &limit, tokens).await? {
                 Ok(id) => {

@@ -64,6 +64,14 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
     let marks = outbox::ConfirmedMarks::start(pool.clone());
     let committer = committer::Committer::start(pool.clone());
     let replies = replies::Replies::start(pool.clone(), publisher.clone());
+    let priced: Vec<String> = settings.prices.keys().cloned().collect();
+    let buckets: Vec<String> = settings
+        .llm
+        .limits
+        .iter()
+        .map(|l| l.bucket().to_owned())
+        .collect();
+    crate::metrics::register_llm(&priced, &buckets);
     Ok(WorkerDeps {
         pool,
         publisher,

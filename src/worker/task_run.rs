@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::deps::WorkerDeps;
 use super::events::EventLog;
 use super::interrupt::{Interrupt, Stops};
+use super::llm_call::LlmEnd::{Done, TimedOut};
 use super::outbox::SWEEP_GRACE;
 use super::step_commit::{Confirmed, StepCommit};
 use super::tool_calls::ToolsEnd;
@@ -194,14 +195,12 @@ impl<'a> TaskRun<'a> {
                         trace_id = %call.trace_id,
                         iteration = call.iteration
                     );
-                    let call_llm = self.call_llm(&call).instrument(span);
-                    match tokio::time::timeout_at(deadline, call_llm).await {
-                        Err(_) => self.recursion_timed_out("waiting for the LLM"),
-                        Ok(result) => match result? {
-                            Ok(Ok(reply)) => self.machine.on_llm_reply(&reply, Utc::now()),
-                            Ok(Err(error)) => self.machine.on_llm_failure(&error, Utc::now()),
-                            Err(interrupt) => return self.interrupted(interrupt).await,
-                        },
+                    // A rate-limit wait moves the deadline on (see `llm_call`).
+                    match self.call_llm(&call, &mut deadline).instrument(span).await? {
+                        Ok(TimedOut) => self.recursion_timed_out("waiting for the LLM"),
+                        Ok(Done(Ok(reply))) => self.machine.on_llm_reply(&reply, Utc::now()),
+                        Ok(Done(Err(error))) => self.machine.on_llm_failure(&error, Utc::now()),
+                        Err(interrupt) => return self.interrupted(interrupt).await,
                     }
                 }
                 Next::RunTools(calls) => {

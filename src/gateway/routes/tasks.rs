@@ -146,9 +146,41 @@ pub async fn create_task(
         stream: body.stream.unwrap_or(false),
         budget: body.budget,
     };
-    publish(&state, &task).await?;
-    record_pending(&state, task_id, &task).await;
+    if task.conversation_id.is_some() {
+        // A turn is recorded before it is published: that fixes its place in the
+        // conversation whichever worker reads it first (CONTRACT §10).
+        record_turn(&state, task_id, &task).await?;
+    } else {
+        publish(&state, &task).await?;
+        record_pending(&state, task_id, &task).await;
+    }
     Ok(accepted(task_id))
+}
+
+/// Records a conversation turn, then publishes it; a turn whose message could not be
+/// published is withdrawn, so that it holds up no later turn.
+async fn record_turn(state: &AppState, task_id: Uuid, task: &TaskMessage) -> Result<(), ApiError> {
+    let row = pending_row(task_id, task);
+    store::conversations::record_turn(state.pool(), &row).await?;
+    if let Err(err) = publish(state, task).await {
+        if let Err(withdraw) = store::conversations::withdraw_turn(state.pool(), task_id).await {
+            tracing::warn!(%task_id, error = %withdraw, "could not withdraw the unpublished turn");
+        }
+        return Err(err);
+    }
+    Ok(())
+}
+
+fn pending_row(task_id: Uuid, task: &TaskMessage) -> NewTask<'_> {
+    NewTask {
+        task_id,
+        agent_id: Some(task.agent_id),
+        conversation_id: task.conversation_id,
+        input: Some(&task.input),
+        constraints: &task.constraints,
+        stream: task.stream,
+        reply: None,
+    }
 }
 
 /// The 202 answer for a task published as `task_id` (a new task or a fork): where to read
@@ -194,15 +226,7 @@ async fn publish(state: &AppState, task: &TaskMessage) -> Result<(), ApiError> {
 /// insert), so that the task is readable and followable before a worker takes it. The
 /// message is published already, so a failure here only delays that: it is logged.
 async fn record_pending(state: &AppState, task_id: Uuid, task: &TaskMessage) {
-    let row = NewTask {
-        task_id,
-        agent_id: Some(task.agent_id),
-        conversation_id: task.conversation_id,
-        input: Some(&task.input),
-        constraints: &task.constraints,
-        stream: task.stream,
-        reply: None,
-    };
+    let row = pending_row(task_id, task);
     if let Err(err) = store::tasks::insert_pending(state.pool(), &row).await {
         tracing::warn!(%task_id, error = %err, "could not record the pending task");
     }
