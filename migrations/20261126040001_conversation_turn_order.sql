@@ -30,6 +30,8 @@ WHERE conversation_id IS NOT NULL
        OR (status = 'pending' AND resume_reason IS NOT NULL
            AND resume_reason <> 'conversation'));
 
--- The unended turns of a conversation, in their order.
-CREATE INDEX tasks_conversation_open_idx ON tasks (conversation_id, recorded_seq)
+-- The unended turns of a conversation, in their order: when they were recorded (by a producer
+-- before publishing, or when their message reached the worker that recorded them), then
+-- recorded_seq.
+CREATE INDEX tasks_conversation_open_idx ON tasks (conversation_id, created_at, recorded_seq)
     WHERE conversation_id IS NOT NULL AND status IN ('pending', 'running', 'waiting');

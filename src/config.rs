@@ -194,6 +194,11 @@ pub struct WorkerSettings {
     /// long), that no delivery brought back, is re-enqueued by the reconciler.
     #[serde(default = "defaults::orphan_after_secs")]
     pub orphan_after_secs: f64,
+    /// A conversation turn this worker records from its message waits this long after the
+    /// message arrived before it is admitted, so that a turn published just before it and
+    /// read by another worker is recorded first (docs/loop.md). 0: no wait.
+    #[serde(default = "defaults::turn_settle_ms")]
+    pub turn_settle_ms: u64,
 }
 
 /// Defaults of keys added after the first release, so older config files still load.
@@ -237,6 +242,9 @@ mod defaults {
     }
     pub fn orphan_after_secs() -> f64 {
         300.0
+    }
+    pub fn turn_settle_ms() -> u64 {
+        150
     }
     pub fn dead_letter_exchange() -> String {
         "agentd.tasks.dead".to_owned()

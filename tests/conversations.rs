@@ -109,42 +109,70 @@ async fn turns_published_together_run_one_at_a_time_on_two_workers_and_see_each_
     env.stop().await;
 }
 
-/// Conversations published as bursts of two turns in [`turns_run_in_publish_order_when_published_back_to_back_on_two_workers`].
+/// Conversations published as bursts of two turns in the publish-order tests.
 const BURSTS: usize = 10;
 
-/// Publishes the two turns of a burst back to back, as a producer using the gateway (even
-/// bursts) or `agentd submit` (odd bursts) does: the second once the first was accepted.
-async fn publish_burst(env: &TestEnv, gateway: &Gateway, agent: Uuid, burst: usize) -> [Uuid; 2] {
+/// How a producer publishes the turns of a burst.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    /// `POST /v1/tasks` (even bursts) or `agentd submit` (odd bursts): both record the turn
+    /// before they publish it, the second once the first was accepted.
+    RecordedFirst,
+    /// Straight to the tasks queue, one message after the other, with random (v4) task ids
+    /// as a producer in another language would: placed when a worker receives them.
+    Queue,
+}
+
+/// Publishes the two turns of a burst back to back.
+async fn publish_burst(
+    env: &TestEnv,
+    gateway: &Gateway,
+    agent: Uuid,
+    (burst, via): (usize, Via),
+) -> [Uuid; 2] {
     let conversation = Uuid::now_v7();
     let mut turns = [Uuid::nil(); 2];
     for (turn, which) in turns.iter_mut().zip(["first", "second"]) {
         let input = format!("burst-{burst:02}-{which}: go");
-        *turn = if burst.is_multiple_of(2) {
-            let body = json!({"agent_id": agent, "input": input, "conversation_id": conversation});
-            let accepted = gateway.post_json("/v1/tasks", &body, 202).await;
-            accepted["task_id"].as_str().unwrap().parse().unwrap()
-        } else {
-            let task_id = Uuid::now_v7();
-            let task = TaskMessage {
-                task_id: Some(task_id),
-                agent_id: agent,
-                input,
-                conversation_id: Some(conversation),
-                constraints: Vec::new(),
-                stream: false,
-                budget: None,
-            };
-            agentd::cli::submit::run(&env.settings, &task, false, None)
-                .await
-                .expect("agentd submit");
-            task_id
+        *turn = match via {
+            Via::Queue => {
+                let task_id = Uuid::new_v4();
+                let body = json!({"task_id": task_id, "agent_id": agent, "input": input,
+                                  "conversation_id": conversation});
+                env.publish_raw(body.to_string().as_bytes()).await;
+                task_id
+            }
+            Via::RecordedFirst if burst.is_multiple_of(2) => {
+                let body =
+                    json!({"agent_id": agent, "input": input, "conversation_id": conversation});
+                let accepted = gateway.post_json("/v1/tasks", &body, 202).await;
+                accepted["task_id"].as_str().unwrap().parse().unwrap()
+            }
+            Via::RecordedFirst => {
+                let task_id = Uuid::now_v7();
+                let task = TaskMessage {
+                    task_id: Some(task_id),
+                    agent_id: agent,
+                    input,
+                    conversation_id: Some(conversation),
+                    constraints: Vec::new(),
+                    stream: false,
+                    budget: None,
+                };
+                agentd::cli::submit::run(&env.settings, &task, false, None)
+                    .await
+                    .expect("agentd submit");
+                task_id
+            }
         };
     }
     turns
 }
 
-#[tokio::test]
-async fn turns_run_in_publish_order_when_published_back_to_back_on_two_workers() {
+/// [`BURSTS`] conversations of two turns published `via`, all bursts at once on two
+/// workers: in each, the first turn never waits, the second starts after the first ended
+/// and sees its answer.
+async fn bursts_run_in_publish_order(via: Via) {
     let env = TestEnv::start().await;
     let second_stop = CancellationToken::new();
     let second = tokio::spawn(agentd::worker::run(
@@ -161,7 +189,7 @@ async fn turns_run_in_publish_order_when_published_back_to_back_on_two_workers()
         }
     }
     // Every burst at once, so that the two workers race for the turns of each.
-    let bursts = (0..BURSTS).map(|burst| publish_burst(&env, &gateway, agent, burst));
+    let bursts = (0..BURSTS).map(|burst| publish_burst(&env, &gateway, agent, (burst, via)));
     let bursts = futures::future::join_all(bursts).await;
     for (burst, [first, second]) in bursts.into_iter().enumerate() {
         assert_eq!(env.wait_terminal(first).await.status, "completed");
@@ -170,7 +198,7 @@ async fn turns_run_in_publish_order_when_published_back_to_back_on_two_workers()
         let second_events = env.stored_events(second).await;
         assert!(
             first_events.iter().all(|e| e["type"] != "task.waiting"),
-            "burst {burst}: the first turn waited behind the second: {first_events:?}"
+            "{via:?} burst {burst}: the first turn waited behind the second: {first_events:?}"
         );
         let started = second_events
             .iter()
@@ -179,7 +207,7 @@ async fn turns_run_in_publish_order_when_published_back_to_back_on_two_workers()
         let first_ended = first_events.last().unwrap();
         assert!(
             ts(first_ended) <= ts(started),
-            "burst {burst}: the second turn started at {} before the first ended at {}",
+            "{via:?} burst {burst}: the second turn started at {} before the first ended at {}",
             ts(started),
             ts(first_ended)
         );
@@ -189,18 +217,28 @@ async fn turns_run_in_publish_order_when_published_back_to_back_on_two_workers()
         assert_eq!(
             earlier.as_array().map_or(0, Vec::len),
             1,
-            "burst {burst}: {earlier}"
+            "{via:?} burst {burst}: {earlier}"
         );
         assert_eq!(
             earlier[0]["answer"],
             format!("answer of burst-{burst:02}-first"),
-            "burst {burst}"
+            "{via:?} burst {burst}"
         );
     }
     gateway.stop().await;
     second_stop.cancel();
     let _ = second.await;
     env.stop().await;
+}
+
+#[tokio::test]
+async fn turns_run_in_publish_order_when_published_back_to_back_on_two_workers() {
+    bursts_run_in_publish_order(Via::RecordedFirst).await;
+}
+
+#[tokio::test]
+async fn turns_published_straight_to_the_queue_back_to_back_run_in_publish_order() {
+    bursts_run_in_publish_order(Via::Queue).await;
 }
 
 #[tokio::test]

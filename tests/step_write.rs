@@ -114,6 +114,7 @@ fn new_task(task_id: Uuid, agent_id: Uuid) -> NewTask<'static> {
         constraints: &[],
         stream: false,
         reply: None,
+        received_at: None,
     }
 }
 

@@ -295,6 +295,7 @@ async fn a_message_naming_another_agent_or_reply_route_for_a_task_id_is_refused(
         constraints: &[],
         stream: false,
         reply: Some(&route),
+        received_at: None,
     };
     assert!(
         agentd::store::tasks::insert_pending(&env.pool, &row)

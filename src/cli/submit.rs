@@ -278,6 +278,7 @@ async fn record_turn(settings: &Settings, task: &TaskMessage) -> anyhow::Result<
         constraints: &task.constraints,
         stream: task.stream,
         reply: None,
+        received_at: None,
     };
     let new = crate::store::conversations::record_turn(&pool, &turn)
         .await

@@ -3,11 +3,15 @@
 //! the conversation is idle. Every one of them runs under the conversation's advisory lock,
 //! so two workers never both see an idle conversation.
 //!
-//! A turn's place is `tasks.recorded_seq`, taken from a sequence when its row is first
+//! A turn's place is `(tasks.created_at, tasks.recorded_seq)`, fixed when its row is first
 //! inserted: by a producer that records the turn before publishing it (the gateway, the
-//! CLI, [`record_turn`]), else by the worker that reads its message. A turn runs only when
-//! no earlier turn is unended (pending, running or waiting) and no other turn holds the
-//! conversation; a claimed turn holds it only once admitted (`tasks.admitted_at`).
+//! CLI, [`record_turn`]; `created_at` is then PostgreSQL's transaction time), else by the
+//! worker that reads its message (`created_at` is then when the message reached that
+//! worker, and the turn waits `worker.turn_settle_ms` before admission so that a turn that
+//! reached another worker just before it is recorded first). `recorded_seq`, from a
+//! sequence, breaks ties. A turn runs only when no earlier turn is unended (pending,
+//! running or waiting) and no other turn holds the conversation; a claimed turn holds it
+//! only once admitted (`tasks.admitted_at`).
 
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
@@ -44,9 +48,9 @@ pub async fn blocker(
         "SELECT t.task_id FROM tasks t \
          WHERE t.conversation_id = $1 AND t.task_id <> $2 \
            AND ({HOLDS} \
-                OR ({UNENDED} AND t.recorded_seq < \
-                    (SELECT recorded_seq FROM tasks WHERE task_id = $2))) \
-         ORDER BY t.recorded_seq LIMIT 1"
+                OR ({UNENDED} AND (t.created_at, t.recorded_seq) < \
+                    (SELECT created_at, recorded_seq FROM tasks WHERE task_id = $2))) \
+         ORDER BY t.created_at, t.recorded_seq LIMIT 1"
     ))
     .bind(conversation_id)
     .bind(task_id)
@@ -105,7 +109,7 @@ pub async fn free_next(
                 resume_reason = 'conversation', updated_at = now() \
          WHERE task_id = (SELECT t.task_id FROM tasks t \
                           WHERE t.conversation_id = $1 AND {UNENDED} \
-                          ORDER BY t.recorded_seq, t.task_id \
+                          ORDER BY t.created_at, t.recorded_seq, t.task_id \
                           LIMIT 1) \
            AND status = 'waiting' AND wait_reason = 'conversation' \
            AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.conversation_id = $1 AND {HOLDS}) \

@@ -35,6 +35,9 @@ pub struct NewTask<'a> {
     pub stream: bool,
     /// Where the producer wants the terminal event (CONTRACT §9).
     pub reply: Option<&'a ReplyRoute>,
+    /// When the task's message reached the worker that records it: its `created_at`, which
+    /// places a conversation turn (`store::conversations`). `None`: now.
+    pub received_at: Option<DateTime<Utc>>,
 }
 
 /// One row of `tasks`.
@@ -123,9 +126,10 @@ pub async fn take_new(
          ), inserted AS ( \
              INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, \
                                 stream, status, started_at, lease_owner, lease_until, budget, \
-                                reply_to, correlation_id) \
+                                reply_to, correlation_id, created_at) \
              SELECT $1, agent.agent_id, $3, $4, $5, $6, 'running', now(), $7, \
-                    now() + make_interval(secs => $8), COALESCE($9, agent.budget), $10, $11 \
+                    now() + make_interval(secs => $8), COALESCE($9, agent.budget), $10, $11, \
+                    COALESCE($12, now()) \
              FROM agent \
              ON CONFLICT (task_id) DO NOTHING \
              RETURNING task_id \
@@ -143,6 +147,7 @@ pub async fn take_new(
     .bind(budget.map(sqlx::types::Json))
     .bind(task.reply.map(|r| r.reply_to.as_str()))
     .bind(task.reply.and_then(|r| r.correlation_id.as_deref()))
+    .bind(task.received_at)
     .fetch_optional(pool)
     .await
 }

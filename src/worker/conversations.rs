@@ -6,7 +6,7 @@
 //! `reject`). When a turn ends, the next one is freed and enqueued in the same transaction
 //! if it is parked; it then starts like a new task and sees the earlier turns' answers. A
 //! sweep in every worker frees what a turn that ended elsewhere (or whose worker died) left
-//! parked. Which turn is earlier is `tasks.recorded_seq` (see `store::conversations`).
+//! parked. Which turn is earlier: see `store::conversations`.
 
 use std::time::Duration;
 
@@ -36,19 +36,43 @@ pub enum Admission {
     Parked,
     /// Ended `rejected` (policy `reject`) with this reason.
     Rejected(String),
+    /// Not decided: the worker is stopping; the task is released for another one.
+    Released,
 }
 
-/// Admits the turn `task_id` (held by this worker) of `conversation_id`: a turn admitted
-/// before (resumed after its worker died) goes on.
+/// A task this worker holds, about to be admitted.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn {
+    pub task_id: Uuid,
+    pub conversation_id: Option<Uuid>,
+    /// Set for a turn this worker recorded from its message: admission waits until then,
+    /// so that a turn published just before it and read by another worker is recorded
+    /// first (`worker.turn_settle_ms`).
+    pub settle: Option<tokio::time::Instant>,
+}
+
+/// Admits the turn (held by this worker): a turn admitted before (resumed after its worker
+/// died) goes on. A shutdown during the settle wait admits nothing: the task is released.
 pub async fn admit(
     deps: &WorkerDeps,
-    task_id: Uuid,
-    conversation_id: Option<Uuid>,
+    turn: Turn,
     agent: &Agent,
+    shutdown: &CancellationToken,
 ) -> anyhow::Result<Admission> {
+    let Turn {
+        task_id,
+        conversation_id,
+        settle,
+    } = turn;
     let Some(conversation_id) = conversation_id else {
         return Ok(Admission::Run);
     };
+    if let Some(until) = settle {
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(Admission::Released),
+            () = tokio::time::sleep_until(until) => {}
+        }
+    }
     let mut tx = deps.pool.begin().await?;
     conversations::lock(&mut tx, conversation_id).await?;
     if conversations::admitted(&mut tx, task_id).await? {

@@ -55,13 +55,31 @@ pub fn disposition(handled: &Handled) -> Disposition {
     }
 }
 
+/// When a task message reached this worker. A conversation turn recorded from it is placed
+/// at that time, and waits `worker.turn_settle_ms` from it before admission (CONTRACT §10).
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    pub at: chrono::DateTime<Utc>,
+    pub instant: tokio::time::Instant,
+}
+
+impl Arrival {
+    /// A message that arrives now.
+    pub fn now() -> Self {
+        Self {
+            at: Utc::now(),
+            instant: tokio::time::Instant::now(),
+        }
+    }
+}
+
 /// Handles one task message body.
 pub async fn handle(
     deps: &WorkerDeps,
     running: &RunningTasks,
     body: &[u8],
     content_type: Option<&str>,
-    reply: Option<ReplyRoute>,
+    (reply, arrival): (Option<ReplyRoute>, Arrival),
     shutdown: &CancellationToken,
 ) -> Handled {
     let spec = match parse_task(body, content_type, deps.max_message_bytes) {
@@ -71,7 +89,10 @@ pub async fn handle(
     let mut delays = store::transient::delays();
     loop {
         let span = tracing::info_span!("task", task_id = %spec.task_id);
-        let err = match run(deps, running, &spec, shutdown).instrument(span).await {
+        let err = match run(deps, running, &spec, arrival, shutdown)
+            .instrument(span)
+            .await
+        {
             Ok(handled) => return handled,
             Err(err) => err,
         };
@@ -98,11 +119,15 @@ async fn run(
     deps: &WorkerDeps,
     running: &RunningTasks,
     spec: &TaskSpec,
+    arrival: Arrival,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Handled> {
     // The agent is read, and a new task recorded and taken, in one statement; a task
     // whose row existed is claimed.
-    let new_row = new_task(spec);
+    let new_row = NewTask {
+        received_at: Some(arrival.at),
+        ..new_task(spec)
+    };
     let (owner, lease) = (deps.worker_id, deps.lease_secs);
     let budget = spec.budget.as_ref();
     let intake =
@@ -143,9 +168,22 @@ async fn run(
     };
     // One turn at a time per conversation, in order (CONTRACT §10): decided before the
     // task's earlier turns are read for its state.
-    match conversations::admit(deps, spec.task_id, spec.conversation_id, &agent).await? {
+    // A turn recorded here from its message first lets a turn published just before it,
+    // and read by another worker, be recorded.
+    let settle = inserted.then(|| arrival.instant + deps.turn_settle);
+    let turn = conversations::Turn {
+        task_id: spec.task_id,
+        conversation_id: spec.conversation_id,
+        settle,
+    };
+    match conversations::admit(deps, turn, &agent, shutdown).await? {
         Admission::Run => {}
         Admission::Parked => return Ok(Handled::Finished),
+        Admission::Released => {
+            // Stopping during the settle wait: nothing ran, nothing was published.
+            store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await?;
+            return Ok(Handled::Released);
+        }
         Admission::Rejected(_) => {
             deps.replies.ended(spec.task_id);
             return Ok(Handled::Finished);
@@ -246,6 +284,7 @@ fn new_task(spec: &TaskSpec) -> NewTask<'_> {
         constraints: &spec.constraints,
         stream: spec.stream,
         reply: spec.reply.as_ref(),
+        received_at: None,
     }
 }
 

@@ -42,6 +42,8 @@ pub struct WorkerDeps {
     pub tool_timeout: Duration,
     /// Timeout of one recursion (LLM call with retries, then tools).
     pub recursion_timeout: Duration,
+    /// How long a conversation turn recorded from its message waits before admission.
+    pub turn_settle: Duration,
     /// The global request limits (an agent may override the context budget).
     pub limits: Limits,
     /// Where finished tasks report their events confirmed (clears the outbox flag).

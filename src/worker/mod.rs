@@ -86,6 +86,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         tool_concurrency: settings.worker.tool_concurrency.max(1),
         tool_timeout: Duration::from_millis(settings.worker.tool_timeout_ms),
         recursion_timeout: Duration::from_millis(settings.worker.recursion_timeout_ms),
+        turn_settle: Duration::from_millis(settings.worker.turn_settle_ms),
         limits: settings.limits.clone(),
         marks,
         committer,
@@ -256,9 +257,12 @@ async fn consume(
         };
         match next.context("the task consumer")? {
             Next::Delivery(delivery) => {
+                let arrival = delivery::Arrival::now();
                 let (deps, running) = (Arc::clone(deps), running.clone());
                 let shutdown = shutdown.clone();
-                tracker.spawn(async move { process(&deps, &running, *delivery, &shutdown).await });
+                tracker.spawn(async move {
+                    process(&deps, &running, (*delivery, arrival), &shutdown).await
+                });
             }
             Next::Cancelled => anyhow::bail!("the task consumer was cancelled by the broker"),
         }
@@ -269,7 +273,7 @@ async fn consume(
 async fn process(
     deps: &WorkerDeps,
     running: &RunningTasks,
-    delivery: Delivery,
+    (delivery, arrival): (Delivery, delivery::Arrival),
     shutdown: &CancellationToken,
 ) {
     let _in_flight = crate::metrics::track_in_flight();
@@ -279,8 +283,8 @@ async fn process(
         properties.reply_to().as_ref().map(|to| to.as_str()),
         properties.correlation_id().as_ref().map(|id| id.as_str()),
     );
-    let handled =
-        delivery::handle(deps, running, &delivery.data, content_type, reply, shutdown).await;
+    let (body, route) = (&delivery.data, (reply, arrival));
+    let handled = delivery::handle(deps, running, body, content_type, route, shutdown).await;
     let requeue = BasicNackOptions {
         requeue: true,
         ..BasicNackOptions::default()

@@ -56,6 +56,7 @@ pub async fn reject(
         constraints: &[],
         stream: false,
         reply,
+        received_at: None,
     };
     let sink = Sink::of(deps);
     let mut tx = sink.pool.begin().await?;

@@ -180,6 +180,7 @@ fn pending_row(task_id: Uuid, task: &TaskMessage) -> NewTask<'_> {
         constraints: &task.constraints,
         stream: task.stream,
         reply: None,
+        received_at: None,
     }
 }
 
