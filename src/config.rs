@@ -145,6 +145,16 @@ pub struct LlmConfig {
     pub api_key: Option<Secret>,
     pub timeout_ms: u64,
     pub connect_timeout_ms: u64,
+    /// Bounds on what one attempt reads (plain body / stream) and on the `llm.delta`
+    /// events kept per recursion.
+    #[serde(default = "crate::llm::default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    #[serde(default = "crate::llm::default_max_stream_bytes")]
+    pub max_stream_bytes: usize,
+    #[serde(default = "crate::llm::default_max_delta_bytes")]
+    pub max_delta_bytes: usize,
+    #[serde(default = "crate::llm::default_max_delta_events")]
+    pub max_delta_events: usize,
     pub retry: RetryPolicy,
     /// Provider rate limits shared by every worker (`[[llm.limits]]`, CONTRACT §10).
     #[serde(default)]
@@ -159,6 +169,8 @@ impl LlmConfig {
             api_key: self.api_key.clone().filter(|key| !key.expose().is_empty()),
             timeout_ms: self.timeout_ms,
             connect_timeout_ms: self.connect_timeout_ms,
+            max_response_bytes: self.max_response_bytes,
+            max_stream_bytes: self.max_stream_bytes,
         }
     }
 }

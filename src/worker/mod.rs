@@ -17,6 +17,7 @@ mod deaths;
 mod delegation;
 mod delivery;
 mod llm_call;
+mod llm_deltas;
 mod reconcile;
 mod replies;
 mod running;
@@ -89,6 +90,8 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         prices: Arc::new(settings.prices.clone()),
         rate_limits: settings.llm.limits.clone().into(),
         telemetry: crate::otel::Telemetry::disabled(),
+        max_delta_bytes: settings.llm.max_delta_bytes,
+        max_delta_events: settings.llm.max_delta_events,
     })
 }
 
