@@ -268,6 +268,15 @@ pub struct GatewaySettings {
     pub heartbeat_secs: u64,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Bounds of `agentd serve` (docs/gateway.md#bounds): connections served at once, the
+    /// time a client has to send a request head, the bytes of stored events one page reads
+    /// and one event stream may queue, and the size of `GET /v1/tasks/{id}`.
+    pub max_connections: usize,
+    pub header_read_timeout_secs: u64,
+    pub stream_page_bytes: usize,
+    pub stream_buffer_bytes: usize,
+    pub trace_page_recursions: usize,
+    pub max_field_chars: usize,
 }
 
 impl Default for GatewaySettings {
@@ -277,6 +286,12 @@ impl Default for GatewaySettings {
             tokens: Vec::new(),
             heartbeat_secs: 15,
             max_body_bytes: 65_536,
+            max_connections: 512,
+            header_read_timeout_secs: 10,
+            stream_page_bytes: 1024 * 1024,
+            stream_buffer_bytes: 1024 * 1024,
+            trace_page_recursions: 100,
+            max_field_chars: 65_536,
         }
     }
 }

@@ -1,13 +1,15 @@
 //! The gateway (`agentd serve`) end to end: tasks submitted over HTTP run by the real worker
 //! against the scripted fake LLM, followed over Server-Sent Events and read back over HTTP
 //! (`stream`); auth, errors, agents, pagination, cancel and the OpenAPI document (`api`);
-//! the trace page in headless Chromium (`page`).
+//! the trace page in headless Chromium (`page`); connection, stream and trace bounds
+//! (`bounds`).
 
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]
 mod support;
 
 mod api;
+mod bounds;
 mod page;
 mod stream;
 
