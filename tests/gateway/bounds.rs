@@ -195,3 +195,128 @@ async fn a_request_head_not_sent_in_time_is_disconnected_but_streams_live_on() {
     gateway.stop().await;
     env.stop().await;
 }
+
+/// A task with `recursions` recursions (a tool call and an LLM attempt each, the third
+/// with a 200,000-character thought), a tool call of a recursion still open, and a huge
+/// answer.
+async fn task_with_a_long_trace(env: &TestEnv, recursions: i32) -> Uuid {
+    let task_id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO tasks (task_id, input, status, answer) \
+         VALUES ($1, 'long trace', 'running', repeat('a', 300000))",
+    )
+    .bind(task_id)
+    .execute(&env.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "WITH r AS ( \
+             INSERT INTO recursions (trace_id, task_id, iteration, thought, output, status, \
+                                     started_at, finished_at) \
+             SELECT gen_random_uuid(), $1, i, CASE WHEN i = 3 THEN repeat('t', 200000) \
+                    ELSE 'short' END, jsonb_build_object('i', i), 'done', now(), now() \
+             FROM generate_series(1, $2) AS i RETURNING trace_id, iteration), \
+         t AS ( \
+             INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, \
+                                     success, result, duration_ms) \
+             SELECT $1, trace_id, 'call_' || iteration, 'calculate', '{}', true, \
+                    to_jsonb(iteration), 1 FROM r RETURNING 1) \
+         INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms) \
+         SELECT $1, trace_id, iteration, 1, '200', 5 FROM r",
+    )
+    .bind(task_id)
+    .bind(recursions)
+    .execute(&env.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, success, \
+                                 duration_ms) \
+         VALUES ($1, gen_random_uuid(), 'call_open', 'calculate', '{}', NULL, NULL)",
+    )
+    .bind(task_id)
+    .execute(&env.pool)
+    .await
+    .unwrap();
+    task_id
+}
+
+#[tokio::test]
+async fn the_trace_is_paged_and_long_fields_are_cut() {
+    let env = TestEnv::without_worker(|s| {
+        s.gateway.trace_page_recursions = 2;
+        s.gateway.max_field_chars = 1000;
+    })
+    .await;
+    let gateway = Gateway::start_with(env.settings.clone(), &[]).await;
+    let task_id = task_with_a_long_trace(&env, 5).await;
+    let path = format!("/v1/tasks/{task_id}");
+    let mut pages = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = gateway
+            .get_json(&format!("{path}?after_iteration={after}"), 200)
+            .await;
+        let next = page["next_after_iteration"].as_i64();
+        pages.push(page);
+        match next {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    let iterations = |page: &serde_json::Value, list: &str, field: &str| -> Vec<String> {
+        page[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row[field].to_string())
+            .collect()
+    };
+    let recursions: Vec<Vec<String>> = pages
+        .iter()
+        .map(|p| iterations(p, "recursions", "iteration"))
+        .collect();
+    assert_eq!(recursions, [vec!["1", "2"], vec!["3", "4"], vec!["5"]]);
+    let calls: Vec<Vec<String>> = pages
+        .iter()
+        .map(|p| iterations(p, "tool_calls", "tool_call_id"))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            vec!["\"call_1\"", "\"call_2\""],
+            vec!["\"call_3\"", "\"call_4\""],
+            vec!["\"call_5\"", "\"call_open\""]
+        ],
+        "tool calls go with their recursion; the open one with the last page"
+    );
+    let attempts: Vec<usize> = pages
+        .iter()
+        .map(|p| p["llm_calls"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(attempts, [2, 2, 1]);
+
+    let thought = pages[1]["recursions"][0]["thought"].as_str().unwrap();
+    assert!(
+        thought.ends_with("…[truncated: 1000 of 200000 chars shown]"),
+        "{}",
+        &thought[thought.len().saturating_sub(60)..]
+    );
+    assert_eq!(
+        thought.chars().count(),
+        1000 + "…[truncated: 1000 of 200000 chars shown]".chars().count()
+    );
+    let answer = pages[0]["task"]["answer"].as_str().unwrap();
+    assert!(answer.ends_with("…[truncated: 1000 of 300000 chars shown]"));
+    assert_eq!(
+        pages[0]["recursions"][0]["output"],
+        serde_json::json!({"i": 1})
+    );
+
+    let limited = gateway.get_json(&format!("{path}?limit=1"), 200).await;
+    assert_eq!(limited["next_after_iteration"], 1);
+    let too_many = gateway.get_json(&format!("{path}?limit=3"), 422).await;
+    assert_eq!(too_many["error"]["code"], "invalid_parameter");
+    gateway.stop().await;
+    env.stop().await;
+}
