@@ -263,7 +263,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 
 /// The whole application: API, OpenAPI document, page, JSON fallbacks and the layers.
 pub fn router(state: AppState) -> Router {
-    let (api, openapi) = routes::api(&state).split_for_parts();
+    let (api, mut openapi) = routes::api(&state).split_for_parts();
+    openapi::complete(&mut openapi);
     let document = axum::body::Bytes::from(openapi.to_json().unwrap_or_else(|_| "{}".into()));
     let max_body = state.settings().gateway.max_body_bytes;
     Router::new()

@@ -55,6 +55,18 @@ pub struct EventsQuery {
     pub access_token: Option<String>,
 }
 
+/// One Server-Sent Event of the stream, as the OpenAPI document describes its fields.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct StreamedEvent {
+    /// The event's seq.
+    id: String,
+    /// The event's type (`task.started`, ...).
+    event: String,
+    /// The event as JSON text (CONTRACT §3).
+    data: String,
+}
+
 /// Streams a task's events: the stored ones, then live ones, until its terminal event.
 #[utoipa::path(
     get,
@@ -66,9 +78,10 @@ pub struct EventsQuery {
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "text/event-stream: `id:` seq, `event:` type, `data:` event JSON; comments as heartbeats; ends after the terminal event", content_type = "text/event-stream", body = String),
+        (status = 200, description = "text/event-stream: `id:` seq, `event:` type, `data:` event JSON; comments as heartbeats; ends after the terminal event", content_type = "text/event-stream", body = StreamedEvent),
         (status = 204, description = "The task has ended and no event follows the resume point"),
         (status = 400, description = "Bad task id, Last-Event-ID or query", body = ErrorBody),
+        (status = 422, description = "after < 0 (invalid_parameter)", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
     ),

@@ -2,7 +2,8 @@
 //! against the scripted fake LLM, followed over Server-Sent Events and read back over HTTP
 //! (`stream`); auth, errors, agents, pagination, cancel and the OpenAPI document (`api`);
 //! the trace page in headless Chromium (`page`); connection, stream and trace bounds
-//! (`bounds`).
+//! (`bounds`); the OpenAPI document checked by schemathesis (`schemathesis`) and against a
+//! real task's answers (`documented`).
 
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]
@@ -10,7 +11,9 @@ mod support;
 
 mod api;
 mod bounds;
+mod documented;
 mod page;
+mod schemathesis;
 mod stream;
 
 use std::time::Duration;
