@@ -152,6 +152,16 @@ pub struct LlmConfig {
     pub api_key: Option<Secret>,
     pub timeout_ms: u64,
     pub connect_timeout_ms: u64,
+    /// Bounds on what one attempt reads (plain body / stream) and on the `llm.delta`
+    /// events kept per recursion.
+    #[serde(default = "crate::llm::default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    #[serde(default = "crate::llm::default_max_stream_bytes")]
+    pub max_stream_bytes: usize,
+    #[serde(default = "crate::llm::default_max_delta_bytes")]
+    pub max_delta_bytes: usize,
+    #[serde(default = "crate::llm::default_max_delta_events")]
+    pub max_delta_events: usize,
     pub retry: RetryPolicy,
     /// Provider rate limits shared by every worker (`[[llm.limits]]`, CONTRACT §10).
     #[serde(default)]
@@ -166,6 +176,8 @@ impl LlmConfig {
             api_key: self.api_key.clone().filter(|key| !key.expose().is_empty()),
             timeout_ms: self.timeout_ms,
             connect_timeout_ms: self.connect_timeout_ms,
+            max_response_bytes: self.max_response_bytes,
+            max_stream_bytes: self.max_stream_bytes,
         }
     }
 }
@@ -271,6 +283,15 @@ pub struct GatewaySettings {
     pub heartbeat_secs: u64,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Bounds of `agentd serve` (docs/gateway.md#bounds): connections served at once, the
+    /// time a client has to send a request head, the bytes of stored events one page reads
+    /// and one event stream may queue, and the size of `GET /v1/tasks/{id}`.
+    pub max_connections: usize,
+    pub header_read_timeout_secs: u64,
+    pub stream_page_bytes: usize,
+    pub stream_buffer_bytes: usize,
+    pub trace_page_recursions: usize,
+    pub max_field_chars: usize,
 }
 
 impl Default for GatewaySettings {
@@ -280,6 +301,12 @@ impl Default for GatewaySettings {
             tokens: Vec::new(),
             heartbeat_secs: 15,
             max_body_bytes: 65_536,
+            max_connections: 512,
+            header_read_timeout_secs: 10,
+            stream_page_bytes: 1024 * 1024,
+            stream_buffer_bytes: 1024 * 1024,
+            trace_page_recursions: 100,
+            max_field_chars: 65_536,
         }
     }
 }

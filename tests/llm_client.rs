@@ -1,13 +1,17 @@
 //! [`OpenAiClient`] against the scripted fake LLM over real HTTP: request shape and bearer
 //! header, plain and tool-call replies, lenient decoding, and the classification of HTTP
 //! statuses, undecodable bodies, connect errors and timeouts. The API key must never show
-//! up in an error or a `Debug` print. Streaming (SSE) is tested in `llm_client/streaming.rs`.
+//! up in an error or a `Debug` print. Streaming (SSE) is tested in `llm_client/streaming.rs`,
+//! the size bounds, redirects and URL passwords in `llm_client/bounds.rs`.
 
 #[allow(dead_code)]
 mod support;
 
 #[path = "llm_client/streaming.rs"]
 mod streaming;
+
+#[path = "llm_client/bounds.rs"]
+mod bounds;
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,8 @@ fn settings(base_url: &str, timeout_ms: u64) -> LlmSettings {
         api_key: Some(Secret::new(KEY)),
         timeout_ms,
         connect_timeout_ms: 1_000,
+        max_response_bytes: agentd::llm::DEFAULT_MAX_RESPONSE_BYTES,
+        max_stream_bytes: agentd::llm::DEFAULT_MAX_STREAM_BYTES,
     }
 }
 

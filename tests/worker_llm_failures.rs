@@ -165,3 +165,127 @@ async fn max_iteration_ends_the_task_after_exactly_that_many_recursions() {
     assert_eq!(state["global"]["remaining_iterations"], 0);
     env.stop().await;
 }
+
+/// Publishes a task asking for streamed tokens; returns its id.
+async fn submit_streamed(env: &TestEnv, agent: uuid::Uuid, input: &str) -> uuid::Uuid {
+    let task_id = uuid::Uuid::now_v7();
+    let body = json!({"task_id": task_id, "agent_id": agent, "input": input, "stream": true});
+    env.publish_raw(body.to_string().as_bytes()).await;
+    task_id
+}
+
+/// The `llm.delta` events of `events`: (content, truncated).
+fn deltas(events: &[serde_json::Value]) -> Vec<(String, Option<bool>)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "llm.delta")
+        .map(|e| {
+            let content = e["data"]["content"].as_str().unwrap_or_default().to_owned();
+            (content, e["data"]["truncated"].as_bool())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_endless_token_stream_fails_the_task_with_bounded_deltas() {
+    let mut env = TestEnv::start_with(|s| {
+        s.llm.max_stream_bytes = 256 * 1024;
+        s.llm.max_delta_bytes = 4096;
+        s.llm.max_delta_events = 5;
+    })
+    .await;
+    let agent = env.agent(None, None).await;
+    let marker = "endless-stream";
+    env.fake.script(
+        marker,
+        vec![FakeReply::content("tok ").with_endless_stream()],
+    );
+    let task_id = submit_streamed(&env, agent, marker).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "failed");
+    assert_eq!(task.fail_reason.as_deref(), Some("llm_error"));
+    let error = task.error.unwrap_or_default();
+    assert!(error.contains("llm.max_stream_bytes"), "{error}");
+    assert_eq!(
+        llm_statuses(&env, task_id).await,
+        vec![(1, "too_large".to_owned())],
+        "fatal: asked once, not retried"
+    );
+    let kept = deltas(&events);
+    assert!(
+        (1..=5).contains(&kept.len()),
+        "{} llm.delta events",
+        kept.len()
+    );
+    let bytes: usize = kept.iter().map(|(content, _)| content.len()).sum();
+    assert!(bytes <= 4096, "{bytes} bytes of deltas kept");
+    assert_eq!(
+        kept.last().and_then(|(_, cut)| *cut),
+        Some(true),
+        "{kept:?}"
+    );
+    let stored: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM events WHERE task_id = $1 AND type = 'llm.delta'")
+            .bind(task_id)
+            .fetch_one(&env.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored as usize, kept.len());
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_long_stream_keeps_its_deltas_within_the_bound_and_the_whole_answer() {
+    let mut env = TestEnv::start_with(|s| {
+        s.llm.max_delta_bytes = 2048;
+        s.llm.max_delta_events = 3;
+    })
+    .await;
+    let agent = env.agent(None, None).await;
+    let marker = "long-bounded-stream";
+    let long = "z".repeat(20_000);
+    env.fake.script(marker, vec![answer_reply(&long)]);
+    let task_id = submit_streamed(&env, agent, marker).await;
+    let events = env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed");
+    assert_eq!(
+        task.answer.as_deref(),
+        Some(long.as_str()),
+        "the reply is whole"
+    );
+    let kept = deltas(&events);
+    assert!(
+        (1..=3).contains(&kept.len()),
+        "{} llm.delta events",
+        kept.len()
+    );
+    let bytes: usize = kept.iter().map(|(content, _)| content.len()).sum();
+    assert!(bytes <= 2048, "{bytes} bytes of deltas kept");
+    assert_eq!(kept.last().and_then(|(_, cut)| *cut), Some(true));
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn an_oversized_body_fails_the_task_at_once() {
+    let mut env = TestEnv::start_with(|s| s.llm.max_response_bytes = 64 * 1024).await;
+    let agent = env.agent(None, None).await;
+    let marker = "oversized-body";
+    env.fake
+        .script(marker, vec![answer_reply(&"w".repeat(300 * 1024))]);
+    let task_id = env.submit(agent, marker).await;
+    env.published_events(task_id).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "failed");
+    let error = task.error.unwrap_or_default();
+    assert!(
+        error.contains("llm.max_response_bytes (65536 bytes)"),
+        "{error}"
+    );
+    assert_eq!(
+        llm_statuses(&env, task_id).await,
+        vec![(1, "too_large".to_owned())]
+    );
+    env.stop().await;
+}

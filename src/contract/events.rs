@@ -263,6 +263,11 @@ pub struct LlmDelta {
     pub content: String,
     /// The attempt they belong to (a retried attempt streams again from the start).
     pub attempt: u32,
+    /// True on the last `llm.delta` of a recursion that reached `llm.max_delta_bytes` or
+    /// `llm.max_delta_events`: later tokens of that recursion are not sent as events (the
+    /// reply itself is kept whole in `recursion.completed` and the trace). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
 }
 
 /// `recursion.completed`: a recursion ended, with the model's reply or the error.

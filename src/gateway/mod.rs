@@ -7,10 +7,12 @@
 //!
 //! - [`routes`]: the `/v1` JSON API; [`sse`]: the event stream; [`hub`]: the fan-out of
 //!   the events subscription; [`auth`]: bearer tokens and the loopback rule;
-//!   [`errors`]: the JSON error shape; [`openapi`]: `/openapi.json`; [`page`]: `/`.
+//!   [`errors`]: the JSON error shape; [`openapi`]: `/openapi.json`; [`page`]: `/`;
+//!   [`serve`]: the server loop with its connection cap and header-read timeout.
 //!
 //! [`bind`] connects and binds, then returns the address and the serving future, so tests
-//! run the gateway in process on `127.0.0.1:0`; [`run`] is bind-then-serve.
+//! run the gateway in process on `127.0.0.1:0` ([`bind_observed`] also hands out the
+//! counters of [`Observed`]); [`run`] is bind-then-serve.
 
 pub mod auth;
 pub mod errors;
@@ -18,6 +20,7 @@ pub mod hub;
 pub mod openapi;
 pub mod page;
 pub mod routes;
+pub mod serve;
 pub mod sse;
 
 use std::future::Future;
@@ -61,6 +64,15 @@ pub enum ConfigError {
     Zero(&'static str),
 }
 
+/// Counters of a running gateway, for tests and diagnostics.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// Connections open and refused (`gateway.max_connections`).
+    pub connections: Arc<serve::ConnectionStats>,
+    /// What the event streams read from the table and hold for their clients.
+    pub streams: Arc<sse::StreamStats>,
+}
+
 /// What every handler shares. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
@@ -73,6 +85,7 @@ struct Shared {
     settings: Settings,
     hub: Arc<Hub>,
     stop: CancellationToken,
+    stream_stats: Arc<sse::StreamStats>,
 }
 
 impl AppState {
@@ -90,6 +103,7 @@ impl AppState {
             settings,
             hub,
             stop,
+            stream_stats: Arc::default(),
         };
         Self {
             inner: Arc::new(shared),
@@ -116,6 +130,11 @@ impl AppState {
         &self.inner.hub
     }
 
+    /// The event streams' counters.
+    pub fn stream_stats(&self) -> &Arc<sse::StreamStats> {
+        &self.inner.stream_stats
+    }
+
     /// Fires when the gateway stops: event streams end.
     pub fn stop(&self) -> &CancellationToken {
         &self.inner.stop
@@ -137,8 +156,20 @@ pub async fn listen_address(gateway: &GatewaySettings) -> Result<SocketAddr, Con
     if gateway.heartbeat_secs == 0 {
         return Err(ConfigError::Zero("heartbeat_secs"));
     }
-    if gateway.max_body_bytes == 0 {
-        return Err(ConfigError::Zero("max_body_bytes"));
+    let sizes = [
+        ("max_body_bytes", gateway.max_body_bytes),
+        ("max_connections", gateway.max_connections),
+        (
+            "header_read_timeout_secs",
+            gateway.header_read_timeout_secs as usize,
+        ),
+        ("stream_page_bytes", gateway.stream_page_bytes),
+        ("stream_buffer_bytes", gateway.stream_buffer_bytes),
+        ("trace_page_recursions", gateway.trace_page_recursions),
+        ("max_field_chars", gateway.max_field_chars),
+    ];
+    if let Some((key, _)) = sizes.iter().find(|(_, value)| *value == 0) {
+        return Err(ConfigError::Zero(key));
     }
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(gateway.bind.as_str())
         .await
@@ -170,6 +201,19 @@ pub async fn bind(
     SocketAddr,
     impl Future<Output = anyhow::Result<()>> + Send + 'static,
 )> {
+    let (addr, _, serving) = bind_observed(settings, shutdown).await?;
+    Ok((addr, serving))
+}
+
+/// [`bind`], also returning the gateway's counters.
+pub async fn bind_observed(
+    settings: Settings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(
+    SocketAddr,
+    Observed,
+    impl Future<Output = anyhow::Result<()>> + Send + 'static,
+)> {
     let addr = listen_address(&settings.gateway).await?;
     let pool = store::prepare(&settings.database.url, settings.pool_size()).await?;
     let publisher = amqp::connect_declared(&settings).await?;
@@ -182,7 +226,16 @@ pub async fn bind(
     let local = listener.local_addr().context("reading the bound address")?;
     let stop = shutdown.child_token();
     let hub = Arc::new(Hub::default());
+    let limits = serve::ServeLimits {
+        max_connections: settings.gateway.max_connections,
+        header_read_timeout: Duration::from_secs(settings.gateway.header_read_timeout_secs),
+    };
     let state = AppState::new(pool, publisher, settings, Arc::clone(&hub), stop.clone());
+    let observed = Observed {
+        connections: Arc::default(),
+        streams: Arc::clone(state.stream_stats()),
+    };
+    let connections = Arc::clone(&observed.connections);
     let app = router(state);
     let serving = async move {
         let pump = tokio::spawn(hub::pump(
@@ -192,19 +245,13 @@ pub async fn bind(
             consumer,
             stop.clone(),
         ));
-        let served = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(stop.clone().cancelled_owned())
-        .await
-        .context("serving HTTP");
+        serve::run(listener, app, limits, connections, stop.clone()).await;
         stop.cancel();
         let _ = tokio::time::timeout(DRAIN, pump).await;
         broker.close().await;
-        served
+        Ok(())
     };
-    Ok((local, serving))
+    Ok((local, observed, serving))
 }
 
 /// Starts the gateway and serves until `shutdown` fires.
@@ -216,7 +263,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 
 /// The whole application: API, OpenAPI document, page, JSON fallbacks and the layers.
 pub fn router(state: AppState) -> Router {
-    let (api, openapi) = routes::api(&state).split_for_parts();
+    let (api, mut openapi) = routes::api(&state).split_for_parts();
+    openapi::complete(&mut openapi);
     let document = axum::body::Bytes::from(openapi.to_json().unwrap_or_else(|_| "{}".into()));
     let max_body = state.settings().gateway.max_body_bytes;
     Router::new()

@@ -4,9 +4,16 @@
 //! schemas of the store rows the API returns as they are (`Task`, `Recursion`, `ToolCall`,
 //! `LlmCall`, `Agent`), which live in `store/` without utoipa. A unit test keeps those
 //! schemas equal to the rows' JSON.
+//!
+//! [`complete`] then adds to every operation the error answers its extractors can give
+//! (a JSON body: 400, 413, 415, 422; a path parameter: 400; a query: 400; a bearer token:
+//! 401), so the document never lacks a status the server sends. schemathesis checks it
+//! against the running gateway (`tests/gateway/schemathesis.rs`).
 
 use serde_json::Value;
+use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 use uuid::Uuid;
 
@@ -53,6 +60,74 @@ impl Modify for SecuritySchemes {
                 "The bearer token as a query parameter; accepted on the event stream only",
             ))),
         );
+    }
+}
+
+/// Adds the error answers every operation's extractors can give (see the module doc).
+pub fn complete(openapi: &mut utoipa::openapi::OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ];
+        for operation in operations.into_iter().flatten() {
+            add_standard_errors(operation);
+        }
+    }
+}
+
+fn add_standard_errors(operation: &mut Operation) {
+    let params = operation.parameters.as_deref().unwrap_or_default();
+    let located = |place: ParameterIn| {
+        params
+            .iter()
+            .any(|p| matches!(p, RefOr::T(p) if p.parameter_in == place))
+    };
+    let mut errors: Vec<(&str, &str)> = Vec::new();
+    if operation.request_body.is_some() {
+        errors.extend([
+            ("400", "The body is not JSON (invalid_json)"),
+            (
+                "413",
+                "The body is larger than gateway.max_body_bytes (payload_too_large)",
+            ),
+            (
+                "415",
+                "The body is not application/json (unsupported_media_type)",
+            ),
+            (
+                "422",
+                "The JSON breaks a rule of the body's schema (invalid_body)",
+            ),
+        ]);
+    }
+    if located(ParameterIn::Path) {
+        errors.push(("400", "A path parameter is malformed (invalid_path)"));
+    }
+    if located(ParameterIn::Query) {
+        errors.push(("400", "The query cannot be read (invalid_query)"));
+    }
+    if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
+        errors.push(("401", "Missing or unknown token (unauthorized)"));
+    }
+    let responses = &mut operation.responses.responses;
+    for (status, description) in errors {
+        responses.entry(status.to_owned()).or_insert_with(|| {
+            let body = ContentBuilder::new()
+                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                    "ErrorBody",
+                ))))
+                .build();
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content("application/json", body)
+                    .build(),
+            )
+        });
     }
 }
 
@@ -110,7 +185,8 @@ pub struct Recursion {
     thought: String,
     #[schema(rename = "abstract")]
     abstract_: String,
-    #[schema(value_type = Option<Object>)]
+    /// The action's output (any JSON; a string with a truncation marker when longer than
+    /// `gateway.max_field_chars`).
     output: Option<Value>,
     /// done or error.
     status: String,
@@ -126,11 +202,12 @@ pub struct ToolCall {
     trace_id: Uuid,
     tool_call_id: String,
     name: String,
-    #[schema(value_type = Option<Object>)]
+    /// The arguments (any JSON; a string with a truncation marker when longer than
+    /// `gateway.max_field_chars`).
     arguments: Option<Value>,
     /// Null while the call runs or when its outcome is unknown.
     success: Option<bool>,
-    #[schema(value_type = Option<Object>)]
+    /// What the tool returned: any JSON value (a number, a string, an object, ...).
     result: Option<Value>,
     error: Option<String>,
     duration_ms: Option<i64>,

@@ -11,8 +11,19 @@
 //! tick while the stream is idle. The stream ends after the terminal event; a resume point
 //! at or past the end of an ended task gets `204 No Content`, which tells an EventSource to
 //! stop reconnecting.
+//!
+//! Bounded per connection: stored events are read in pages (at most
+//! [`PAGE_EVENTS`] events and `gateway.stream_page_bytes` of JSON, measured by PostgreSQL),
+//! and what waits for the client is bounded in bytes (`gateway.stream_buffer_bytes`,
+//! [`queue`]): a slow reader makes its follower wait, it never makes the gateway hold a
+//! task's whole history.
 
-use std::convert::Infallible;
+mod queue;
+
+pub use queue::StreamStats;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -21,7 +32,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use sqlx::PgPool;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use utoipa::IntoParams;
 use uuid::Uuid;
@@ -31,8 +42,8 @@ use super::errors::{ApiError, ApiPath, ApiQuery, ErrorBody};
 use super::hub::{Live, Subscription, TaskEvent};
 use crate::store;
 
-/// SSE events queued per client before the follower waits for the client to read.
-const CLIENT_BUFFER: usize = 64;
+/// Stored events read per page at most (`gateway.stream_page_bytes` bounds their size).
+pub const PAGE_EVENTS: i64 = 256;
 
 /// Query parameters of the event stream.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -42,6 +53,18 @@ pub struct EventsQuery {
     pub after: Option<i64>,
     /// A bearer token, for clients that cannot set headers (EventSource).
     pub access_token: Option<String>,
+}
+
+/// One Server-Sent Event of the stream, as the OpenAPI document describes its fields.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct StreamedEvent {
+    /// The event's seq.
+    id: String,
+    /// The event's type (`task.started`, ...).
+    event: String,
+    /// The event as JSON text (CONTRACT §3).
+    data: String,
 }
 
 /// Streams a task's events: the stored ones, then live ones, until its terminal event.
@@ -55,9 +78,10 @@ pub struct EventsQuery {
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "text/event-stream: `id:` seq, `event:` type, `data:` event JSON; comments as heartbeats; ends after the terminal event", content_type = "text/event-stream", body = String),
+        (status = 200, description = "text/event-stream: `id:` seq, `event:` type, `data:` event JSON; comments as heartbeats; ends after the terminal event", content_type = "text/event-stream", body = StreamedEvent),
         (status = 204, description = "The task has ended and no event follows the resume point"),
         (status = 400, description = "Bad task id, Last-Event-ID or query", body = ErrorBody),
+        (status = 422, description = "after < 0 (invalid_parameter)", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such task", body = ErrorBody),
     ),
@@ -78,31 +102,25 @@ pub async fn task_events(
     };
     // Subscribe before reading the stored events: see the module doc.
     let subscription = state.hub().subscribe(task_id);
-    let stored: Vec<TaskEvent> = store::events::list_after(state.pool(), task_id, after)
-        .await?
-        .iter()
-        .map(TaskEvent::from_row)
-        .collect();
     let ended = store::tasks::status::is_terminal(&task.status);
-    if ended && stored.is_empty() {
+    if ended && !store::events::any_after(state.pool(), task_id, after).await? {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let heartbeat = state.heartbeat();
-    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let gateway = &state.settings().gateway;
+    let stats = Arc::clone(state.stream_stats());
+    let (tx, events) = queue::queue(gateway.stream_buffer_bytes, Arc::clone(&stats));
     let follower = Follower {
         pool: state.pool().clone(),
         task_id,
         last_sent: after,
         done: false,
+        page_bytes: i64::try_from(gateway.stream_page_bytes).unwrap_or(i64::MAX),
+        stats,
         tx,
     };
     let stop = state.stop().clone();
-    tokio::spawn(follower.run(stored, subscription, ended, heartbeat, stop));
-    let events = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|event| (Ok::<_, Infallible>(event), rx))
-    });
+    tokio::spawn(follower.run(subscription, ended, heartbeat, stop));
     let keep_alive = KeepAlive::new().interval(heartbeat).text("heartbeat");
     let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
     // Ask buffering reverse proxies (nginx) to pass events through at once.
@@ -157,27 +175,28 @@ struct Follower {
     task_id: Uuid,
     last_sent: i64,
     done: bool,
-    tx: mpsc::Sender<Event>,
+    /// `gateway.stream_page_bytes`.
+    page_bytes: i64,
+    stats: Arc<StreamStats>,
+    tx: queue::QueueSender,
 }
 
 impl Follower {
-    /// Sends `stored`, then live events, until the terminal event, the client leaving or
-    /// the gateway stopping. `ended`: the task had ended before the stored read, so the
-    /// stored events are all there is.
+    /// Sends the stored events, page by page, then live events, until the terminal event,
+    /// the client leaving or the gateway stopping. `ended`: the task had ended before the
+    /// stored read, so the stored events are all there is.
     async fn run(
         mut self,
-        stored: Vec<TaskEvent>,
         mut live: Subscription,
         ended: bool,
         poll_every: Duration,
         stop: CancellationToken,
     ) {
-        for event in &stored {
-            if !self.send(event).await {
-                return;
-            }
-        }
-        if ended {
+        let caught_up = tokio::select! {
+            () = stop.cancelled() => false,
+            open = self.catch_up() => open,
+        };
+        if !caught_up || ended {
             return;
         }
         let start = tokio::time::Instant::now() + poll_every;
@@ -209,7 +228,7 @@ impl Follower {
         if event.seq <= self.last_sent || self.done {
             return true;
         }
-        if self.tx.send(to_sse(event)).await.is_err() {
+        if !self.tx.send(to_sse(event), event.json.len()).await {
             return false;
         }
         self.last_sent = event.seq;
@@ -225,19 +244,42 @@ impl Follower {
         self.send(event).await
     }
 
-    /// Sends every stored event after the last one sent. A database error is logged and
-    /// left to the next tick.
+    /// Sends every stored event after the last one sent, a page at a time (the next page
+    /// is read once the client has taken enough of this one). A database error is logged
+    /// and left to the next tick.
     async fn catch_up(&mut self) -> bool {
-        let rows = match store::events::list_after(&self.pool, self.task_id, self.last_sent).await {
-            Ok(rows) => rows,
-            Err(err) => {
-                tracing::warn!(task_id = %self.task_id, error = %err, "reading stored events failed");
+        while !self.done {
+            let page = store::events::page_after(
+                &self.pool,
+                self.task_id,
+                self.last_sent,
+                PAGE_EVENTS,
+                self.page_bytes,
+            );
+            let rows = match page.await {
+                Ok(rows) => rows,
+                Err(err) => {
+                    tracing::warn!(task_id = %self.task_id, error = %err, "reading stored events failed");
+                    return true;
+                }
+            };
+            if rows.is_empty() {
                 return true;
             }
-        };
-        for row in &rows {
-            if !self.send(&TaskEvent::from_row(row)).await {
-                return false;
+            self.stats.pages_read.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .events_read
+                .fetch_add(rows.len() as u64, Ordering::Relaxed);
+            for row in rows {
+                // The JSON text as live events have it (compact), whatever PostgreSQL's.
+                let event = TaskEvent {
+                    seq: row.seq,
+                    json: row.payload.to_string(),
+                    event_type: row.event_type,
+                };
+                if !self.send(&event).await {
+                    return false;
+                }
             }
         }
         true

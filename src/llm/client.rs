@@ -5,7 +5,10 @@
 //! sensitive `Authorization` header and is scrubbed from any provider message that would
 //! echo it, so it never reaches an error, a `Debug` print or a log.
 //!
-//! `timeout_ms` bounds the whole attempt, a streamed body included.
+//! `timeout_ms` bounds the whole attempt, a streamed body included; `max_response_bytes`
+//! and `max_stream_bytes` bound what is read of it (`read.rs`). Redirects are never
+//! followed: a 3xx is an error naming the status and the `Location`. The base URL's
+//! userinfo never appears in an error or a `Debug` print.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -15,20 +18,21 @@ use async_trait::async_trait;
 use chrono::Utc;
 use eventsource_stream::{EventStreamError, Eventsource as _};
 use futures::StreamExt as _;
-use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, LOCATION, RETRY_AFTER};
 use serde::Deserialize;
 
 use crate::core::types::LlmReply;
 use crate::ports::{Llm, LlmError, LlmRequest};
 
-use super::body;
-use super::errors::{decode_error, http_error, parse_retry_after, transport_error};
-use super::secret::Secret;
+use super::errors::{decode_error, http_error, parse_retry_after, redirect_error, transport_error};
+use super::secret::{Secret, redact_userinfo};
 use super::stream::{StreamState, stream_error};
 use super::wire::ChatResponse;
+use super::{body, read};
 
-/// How to reach the provider. `Debug` is safe to print: the key shows as `[redacted]`.
-#[derive(Debug, Clone, Deserialize)]
+/// How to reach the provider. `Debug` is safe to print: the key shows as `[redacted]` and
+/// the base URL's userinfo as `***`.
+#[derive(Clone, Deserialize)]
 pub struct LlmSettings {
     /// The OpenAI-compatible `/v1` root, e.g. `http://127.0.0.1:8080/v1`; a trailing slash
     /// is fine.
@@ -42,6 +46,27 @@ pub struct LlmSettings {
     /// TCP (and TLS) connect budget, in milliseconds.
     #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
+    /// The largest plain (non-streamed) response body read, and the largest reply assembled
+    /// from a stream, in bytes; beyond it the attempt fails `too_large`.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// The most bytes of one streamed (SSE) response read, framing included; beyond it the
+    /// attempt fails `too_large`.
+    #[serde(default = "default_max_stream_bytes")]
+    pub max_stream_bytes: usize,
+}
+
+impl std::fmt::Debug for LlmSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmSettings")
+            .field("base_url", &redact_userinfo(&self.base_url))
+            .field("api_key", &self.api_key)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("max_stream_bytes", &self.max_stream_bytes)
+            .finish()
+    }
 }
 
 fn default_timeout_ms() -> u64 {
@@ -52,12 +77,52 @@ fn default_connect_timeout_ms() -> u64 {
     10_000
 }
 
+/// 16 MiB: far above any real completion, far below what hurts a worker.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+/// 64 MiB: a stream carries some 200 bytes of framing per token.
+pub const DEFAULT_MAX_STREAM_BYTES: usize = 64 * 1024 * 1024;
+
+/// `llm.max_response_bytes` when unset.
+pub fn default_max_response_bytes() -> usize {
+    DEFAULT_MAX_RESPONSE_BYTES
+}
+
+/// `llm.max_stream_bytes` when unset.
+pub fn default_max_stream_bytes() -> usize {
+    DEFAULT_MAX_STREAM_BYTES
+}
+
+/// `llm.max_delta_bytes` when unset: 1 MiB of streamed tokens kept as `llm.delta` events
+/// per recursion.
+pub fn default_max_delta_bytes() -> usize {
+    1024 * 1024
+}
+
+/// `llm.max_delta_events` when unset: at one event per 100 ms, longer than any recursion
+/// of the default settings.
+pub fn default_max_delta_events() -> usize {
+    1000
+}
+
 /// An OpenAI-compatible Chat Completions client. Cheap to clone (reqwest pools inside).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiClient {
     http: reqwest::Client,
     endpoint: reqwest::Url,
     api_key: Option<Secret>,
+    max_response_bytes: usize,
+    max_stream_bytes: usize,
+}
+
+impl std::fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("endpoint", &redact_userinfo(self.endpoint.as_str()))
+            .field("api_key", &self.api_key)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("max_stream_bytes", &self.max_stream_bytes)
+            .finish()
+    }
 }
 
 impl OpenAiClient {
@@ -65,11 +130,21 @@ impl OpenAiClient {
     pub fn new(settings: &LlmSettings) -> anyhow::Result<Self> {
         let root = settings.base_url.trim().trim_end_matches('/');
         let endpoint = format!("{root}/chat/completions");
-        let endpoint = reqwest::Url::parse(&endpoint)
-            .with_context(|| format!("llm.base_url is not a valid URL: {root:?}"))?;
+        // The parser's message never quotes the URL; ours shows it without its userinfo.
+        let endpoint = reqwest::Url::parse(&endpoint).with_context(|| {
+            format!(
+                "llm.base_url is not a valid URL: {:?}",
+                redact_userinfo(root)
+            )
+        })?;
+        anyhow::ensure!(
+            settings.max_response_bytes > 0 && settings.max_stream_bytes > 0,
+            "llm.max_response_bytes and llm.max_stream_bytes must be > 0"
+        );
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(settings.timeout_ms))
             .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
             .build()
             .context("building the LLM HTTP client")?;
@@ -77,6 +152,8 @@ impl OpenAiClient {
             http,
             endpoint,
             api_key: settings.api_key.clone(),
+            max_response_bytes: settings.max_response_bytes,
+            max_stream_bytes: settings.max_stream_bytes,
         })
     }
 
@@ -121,13 +198,19 @@ impl OpenAiClient {
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
         let streamed = request.stream && is_event_stream(response.headers());
-        if (200..300).contains(&status) && streamed {
-            return read_stream(response, request).await;
+        if (300..400).contains(&status) {
+            let location = response.headers().get(LOCATION);
+            let location = location.map(|value| value.to_str().unwrap_or("(unreadable)"));
+            return Err(redirect_error(status, location));
         }
-        let body = response.bytes().await.map_err(transport_error)?;
         if !(200..300).contains(&status) {
+            let body = read::error_body(response).await;
             return Err(http_error(status, retry_after, &body));
         }
+        if streamed {
+            return self.read_stream(response, request).await;
+        }
+        let body = read::body(response, self.max_response_bytes).await?;
         let reply = decode_completion(status, &body)?;
         // A provider that ignores `stream: true` still answers: hand over the content whole.
         if let (true, Some(on_delta)) = (request.stream, request.on_delta)
@@ -148,24 +231,28 @@ fn decode_completion(status: u16, body: &[u8]) -> Result<LlmReply, LlmError> {
         .map_err(|detail| decode_error(status, detail))
 }
 
-/// Reads an SSE body to `[DONE]`, handing content deltas to `on_delta` as they arrive.
-async fn read_stream(
-    response: reqwest::Response,
-    request: &LlmRequest<'_>,
-) -> Result<LlmReply, LlmError> {
-    let mut events = response.bytes_stream().eventsource();
-    let mut state = StreamState::default();
-    while let Some(event) = events.next().await {
-        let event = event.map_err(|error| match error {
-            EventStreamError::Transport(error) => transport_error(error),
-            other => stream_error(format!("unreadable event stream: {other}")),
-        })?;
-        state.feed(&event.event, &event.data, request.on_delta)?;
-        if state.is_done() {
-            break;
+impl OpenAiClient {
+    /// Reads an SSE body to `[DONE]`, handing content deltas to `on_delta` as they arrive,
+    /// within `max_stream_bytes` read and `max_response_bytes` assembled.
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        request: &LlmRequest<'_>,
+    ) -> Result<LlmReply, LlmError> {
+        let mut events = read::bounded_stream(response, self.max_stream_bytes).eventsource();
+        let mut state = StreamState::with_limit(self.max_response_bytes);
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|error| match error {
+                EventStreamError::Transport(failure) => failure.into_llm_error(),
+                other => stream_error(format!("unreadable event stream: {other}")),
+            })?;
+            state.feed(&event.event, &event.data, request.on_delta)?;
+            if state.is_done() {
+                break;
+            }
         }
+        state.finish()
     }
-    state.finish()
 }
 
 /// Whether the response is `text/event-stream` (else it is a plain JSON completion).
@@ -215,6 +302,8 @@ mod tests {
             api_key: Some(Secret::new("sk-unit-secret")),
             timeout_ms: 1_000,
             connect_timeout_ms: 500,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
         }
     }
 
@@ -233,6 +322,23 @@ mod tests {
     #[test]
     fn invalid_base_url_is_an_error() {
         assert!(OpenAiClient::new(&settings("not a url")).is_err());
+    }
+
+    #[test]
+    fn base_url_userinfo_never_shows() -> anyhow::Result<()> {
+        let bad = OpenAiClient::new(&settings("http://user:hunter2@host:notaport/v1"));
+        let message = format!("{:#}", bad.err().unwrap_or_else(|| anyhow::anyhow!("ok")));
+        assert!(message.contains("llm.base_url"), "{message}");
+        assert!(
+            !message.contains("hunter2") && !message.contains("user:"),
+            "{message}"
+        );
+        let good = settings("http://user:hunter2@127.0.0.1:8080/v1");
+        let client = OpenAiClient::new(&good)?;
+        for text in [format!("{good:?}"), format!("{client:?}")] {
+            assert!(!text.contains("hunter2"), "{text}");
+        }
+        Ok(())
     }
 
     #[test]

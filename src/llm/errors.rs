@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::core::retry::ErrorClass;
 use crate::ports::LlmError;
 
+use super::secret::redact_userinfo;
 use super::wire::error_text;
 
 /// The longest provider body quoted in an error message, in characters.
@@ -55,6 +56,41 @@ pub(crate) fn decode_error(status: u16, detail: impl Into<String>) -> LlmError {
         status: Some(status),
         label: "decode".to_owned(),
         message: detail.into(),
+    }
+}
+
+/// A response larger than the configured bound (`llm.max_response_bytes` or
+/// `llm.max_stream_bytes`): the call is stopped without reading further. Fatal on purpose:
+/// asking again would make the provider generate (and bill) the same runaway answer again,
+/// and the bound is a setting, not a hiccup. The recursion fails with this message.
+pub(crate) fn too_large(status: u16, what: &str, key: &str, max: usize) -> LlmError {
+    LlmError {
+        class: ErrorClass::Fatal,
+        status: Some(status),
+        label: "too_large".to_owned(),
+        message: format!(
+            "the provider's {what} exceeded llm.{key} ({max} bytes); the call was stopped \
+             (raise llm.{key} if such answers are expected)"
+        ),
+    }
+}
+
+/// A 3xx answer. Redirects are never followed (the body and the API key would go to
+/// whatever host the provider names): the error names the status and the `Location`, with
+/// any userinfo hidden, and never the body. Fatal, like every 3xx.
+pub(crate) fn redirect_error(status: u16, location: Option<&str>) -> LlmError {
+    let target = match location {
+        Some(location) => truncate_chars(&redact_userinfo(location.trim()), MAX_QUOTED_BODY),
+        None => "no Location header".to_owned(),
+    };
+    LlmError {
+        class: classify_status(status, None),
+        status: Some(status),
+        label: format!("http_{status}"),
+        message: format!(
+            "the provider answered {status} redirecting to {target}; redirects are not \
+             followed: set llm.base_url to the final URL"
+        ),
     }
 }
 

@@ -2,6 +2,10 @@
 //! `Display` print `[redacted]`, so a derived `Debug` on any settings type stays safe and a
 //! stray `{}` or `{:?}` in a log line shows nothing. Reading the value takes an explicit
 //! [`Secret::expose`].
+//!
+//! [`redact_userinfo`] does the same for URLs: whatever stands before the `@` of a URL's
+//! authority (a user, a password, a token used as a user name) never reaches an error or a
+//! log line.
 
 use std::fmt;
 
@@ -48,9 +52,40 @@ impl fmt::Display for Secret {
     }
 }
 
+/// `url` with its userinfo (everything before the `@` of the authority) replaced by `***`.
+/// Works on text that is not a valid URL too, since that is when it ends up in an error.
+pub fn redact_userinfo(url: &str) -> String {
+    let authority_start = url.find("://").map_or(0, |at| at + 3);
+    let rest = &url[authority_start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_len].rfind('@') {
+        Some(at) => format!(
+            "{}***{}",
+            &url[..authority_start],
+            &url[authority_start + at..]
+        ),
+        None => url.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn userinfo_never_shows() {
+        let cases = [
+            ("http://u:secret@h:8080/v1", "http://***@h:8080/v1"),
+            ("https://sk-token@h/v1", "https://***@h/v1"),
+            ("http://u:p@ss@h:notaport/v1", "http://***@h:notaport/v1"),
+            ("u:secret@h/v1", "***@h/v1"),
+            ("http://h/v1?next=a@b", "http://h/v1?next=a@b"),
+            ("http://h:8080/v1", "http://h:8080/v1"),
+        ];
+        for (url, redacted) in cases {
+            assert_eq!(redact_userinfo(url), redacted, "{url}");
+        }
+    }
 
     #[test]
     fn formatting_never_shows_the_value() {

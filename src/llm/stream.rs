@@ -17,7 +17,7 @@ use crate::core::retry::ErrorClass;
 use crate::core::types::LlmReply;
 use crate::ports::LlmError;
 
-use super::errors::decode_error;
+use super::errors::{decode_error, too_large};
 use super::wire::{
     WireFunctionCall, WireToolCall, content_text, error_text, tool_call_from, usage_from,
 };
@@ -84,12 +84,21 @@ struct PartialCall {
 }
 
 /// The reply assembled so far from a stream's events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct StreamState {
     content: String,
     calls: Vec<PartialCall>,
     usage: Option<Value>,
     done: bool,
+    /// Bytes of content and tool call text assembled so far, and their bound.
+    assembled: usize,
+    max_assembled: usize,
+}
+
+impl Default for StreamState {
+    fn default() -> Self {
+        Self::with_limit(usize::MAX)
+    }
 }
 
 /// A retryable error of the stream itself, labelled `stream`.
@@ -103,6 +112,19 @@ pub(crate) fn stream_error(message: impl Into<String>) -> LlmError {
 }
 
 impl StreamState {
+    /// A state that fails `too_large` once the assembled reply (content, tool call ids,
+    /// names and arguments) passes `max_assembled` bytes (`llm.max_response_bytes`).
+    pub(crate) fn with_limit(max_assembled: usize) -> Self {
+        Self {
+            content: String::new(),
+            calls: Vec::new(),
+            usage: None,
+            done: false,
+            assembled: 0,
+            max_assembled,
+        }
+    }
+
     /// Whether `[DONE]` was received.
     pub(crate) fn is_done(&self) -> bool {
         self.done
@@ -145,6 +167,10 @@ impl StreamState {
         {
             self.apply(delta, on_delta);
         }
+        if self.assembled > self.max_assembled {
+            let max = self.max_assembled;
+            return Err(too_large(200, "streamed reply", "max_response_bytes", max));
+        }
         Ok(())
     }
 
@@ -152,6 +178,7 @@ impl StreamState {
         if let Some(content) = delta.content.as_ref().map(content_text)
             && !content.is_empty()
         {
+            self.assembled = self.assembled.saturating_add(content.len());
             self.content.push_str(&content);
             if let Some(on_delta) = on_delta {
                 on_delta(&content);
@@ -179,18 +206,23 @@ impl StreamState {
             self.calls.len() - 1
         });
         let call = &mut self.calls[position];
-        if call.id.is_none() {
-            call.id = id;
-        }
         let function = fragment.function.unwrap_or_default();
-        if call.name.is_none() {
-            call.name = function.name.filter(|name| !name.is_empty());
-        }
         let piece = match function.arguments {
             None | Some(Value::Null) => None,
             Some(Value::String(text)) => Some(text),
             Some(other) => Some(other.to_string()),
         };
+        // What this fragment adds to the reply, counted against `max_assembled`.
+        let mut added = piece.as_ref().map_or(0, String::len);
+        if call.id.is_none() {
+            added += id.as_ref().map_or(0, String::len);
+            call.id = id;
+        }
+        if call.name.is_none() {
+            call.name = function.name.filter(|name| !name.is_empty());
+            added += call.name.as_ref().map_or(0, String::len);
+        }
+        self.assembled = self.assembled.saturating_add(added);
         if let Some(piece) = piece {
             call.arguments
                 .get_or_insert_with(String::new)

@@ -103,3 +103,48 @@ pub async fn list_after(
     .fetch_all(pool)
     .await
 }
+
+/// One stored event as the event stream reads it: its seq, type and payload.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct EventPayload {
+    pub seq: i64,
+    #[sqlx(rename = "type")]
+    pub event_type: String,
+    pub payload: Value,
+}
+
+/// One page of a task's events after `after`, in seq order: at most `max_rows` events and
+/// at most `max_bytes` of JSON text (a single larger event comes alone), measured by
+/// PostgreSQL, so that a reader of a task with huge events never loads more than a page.
+pub async fn page_after(
+    pool: &PgPool,
+    task_id: Uuid,
+    after: i64,
+    max_rows: i64,
+    max_bytes: i64,
+) -> sqlx::Result<Vec<EventPayload>> {
+    sqlx::query_as::<_, EventPayload>(
+        "SELECT seq, type, payload FROM ( \
+             SELECT seq, type, payload, size, sum(size) OVER (ORDER BY seq) AS running \
+             FROM (SELECT seq, type, payload, octet_length(payload::text) AS size FROM events \
+                   WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) AS page \
+         ) AS sized \
+         WHERE running <= $4 OR running = size \
+         ORDER BY seq",
+    )
+    .bind(task_id)
+    .bind(after)
+    .bind(max_rows)
+    .bind(max_bytes)
+    .fetch_all(pool)
+    .await
+}
+
+/// Whether a task has a stored event after `after`.
+pub async fn any_after(pool: &PgPool, task_id: Uuid, after: i64) -> sqlx::Result<bool> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND seq > $2)")
+        .bind(task_id)
+        .bind(after)
+        .fetch_one(pool)
+        .await
+}

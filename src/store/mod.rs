@@ -6,6 +6,7 @@ pub mod agents;
 pub mod approvals;
 pub mod children;
 pub mod conversations;
+pub mod detail;
 pub mod events;
 pub mod fork;
 pub mod ledger;

@@ -58,4 +58,8 @@ pub struct WorkerDeps {
     pub rate_limits: Arc<[crate::core::rate_limit::RateLimit]>,
     /// Where the spans of committed steps go (`[otel]`; off by default).
     pub telemetry: crate::otel::Telemetry,
+    /// `llm.max_delta_bytes` and `llm.max_delta_events`: the `llm.delta` events one
+    /// recursion keeps.
+    pub max_delta_bytes: usize,
+    pub max_delta_events: usize,
 }

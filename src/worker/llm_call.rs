@@ -17,8 +17,9 @@ use tokio::time::Instant;
 use tokio::sync::mpsc;
 
 use super::interrupt::Interrupt;
+use super::llm_deltas::DeltaBudget;
 use super::task_run::TaskRun;
-use crate::contract::events::{EventData, LlmDelta, LlmRetry};
+use crate::contract::events::{EventData, LlmRetry};
 use crate::core::machine::LlmCall;
 use crate::core::rate_limit::{RateLimit, estimate_tokens, limit_for};
 use crate::core::retry::{ErrorClass, RetryDecision};
@@ -27,10 +28,9 @@ use crate::core::types::LlmReply;
 use crate::ports::{LlmError, LlmRequest};
 use crate::store::trace::LlmCallRow;
 
-/// Streamed tokens are published at least this often while they arrive...
+/// Streamed tokens are published at least this often while they arrive (or once
+/// `DELTA_FLUSH_BYTES` wait), within the recursion's [`DeltaBudget`].
 const DELTA_FLUSH_EVERY: Duration = Duration::from_millis(100);
-/// ...or as soon as this many bytes are waiting.
-const DELTA_FLUSH_BYTES: usize = 1024;
 /// A throttled attempt looks at its bucket again at least this often.
 const MAX_THROTTLE_NAP: Duration = Duration::from_secs(1);
 
@@ -72,6 +72,7 @@ impl TaskRun<'_> {
         deadline: &mut Instant,
     ) -> anyhow::Result<Result<LlmEnd, Interrupt>> {
         let mut retries = 0u32;
+        let mut deltas = DeltaBudget::new(self.deps.max_delta_bytes, self.deps.max_delta_events);
         loop {
             let attempt = retries + 1;
             let (slot, queued_ms) = match self.throttle(call).await? {
@@ -81,8 +82,8 @@ impl TaskRun<'_> {
             *deadline += Duration::from_millis(queued_ms.unwrap_or(0));
             let started = std::time::Instant::now();
             let started_at = chrono::Utc::now();
-            let result = match tokio::time::timeout_at(*deadline, self.attempt(call, attempt)).await
-            {
+            let attempted = self.attempt(call, attempt, &mut deltas);
+            let result = match tokio::time::timeout_at(*deadline, attempted).await {
                 Err(_) => return Ok(Ok(LlmEnd::TimedOut)),
                 Ok(result) => match result? {
                     // A provider's error text enters agentd here: `llm_calls.error`, the
@@ -217,15 +218,17 @@ impl TaskRun<'_> {
     }
 
     /// One attempt. With `stream`, the tokens are published as `llm.delta` events while they
-    /// arrive, batched by time and size so that a token is not an AMQP message each.
+    /// arrive, batched by time and size so that a token is not an AMQP message each, as
+    /// far as the recursion's `deltas` budget goes.
     async fn attempt(
         &mut self,
         call: &LlmCall,
         attempt: u32,
+        deltas: &mut DeltaBudget,
     ) -> anyhow::Result<Result<Result<LlmReply, LlmError>, Interrupt>> {
         let (deps, stops) = (self.deps, self.stops.clone());
         let (model, tools) = (self.model.clone(), Arc::clone(&self.tool_specs));
-        let (sender, mut deltas) = mpsc::unbounded_channel::<String>();
+        let (sender, mut received) = mpsc::unbounded_channel::<String>();
         let on_delta = move |text: &str| {
             let _ = sender.send(text.to_owned());
         };
@@ -238,43 +241,42 @@ impl TaskRun<'_> {
         };
         let chat = stops.guard(deps.llm.chat(request));
         tokio::pin!(chat);
-        let mut pending = String::new();
         let mut tick = tokio::time::interval(DELTA_FLUSH_EVERY);
         loop {
             tokio::select! {
                 result = &mut chat => {
-                    while let Ok(text) = deltas.try_recv() {
-                        pending.push_str(&text);
+                    while let Ok(text) = received.try_recv() {
+                        deltas.push(&text);
                     }
-                    self.publish_delta(call, attempt, &mut pending).await?;
+                    self.publish_delta(call, attempt, deltas).await?;
                     return Ok(result);
                 }
-                Some(text) = deltas.recv() => {
-                    pending.push_str(&text);
-                    if pending.len() >= DELTA_FLUSH_BYTES {
-                        self.publish_delta(call, attempt, &mut pending).await?;
+                Some(text) = received.recv() => {
+                    deltas.push(&text);
+                    if deltas.is_full() {
+                        self.publish_delta(call, attempt, deltas).await?;
                     }
                 }
-                _ = tick.tick() => self.publish_delta(call, attempt, &mut pending).await?,
+                _ = tick.tick() => self.publish_delta(call, attempt, deltas).await?,
             }
         }
     }
 
-    /// Commits and publishes the buffered tokens as one `llm.delta` event, if any.
+    /// Commits and publishes the buffered tokens as one `llm.delta` event, if any (and if
+    /// the recursion's budget allows).
     async fn publish_delta(
         &mut self,
         call: &LlmCall,
         attempt: u32,
-        pending: &mut String,
+        deltas: &mut DeltaBudget,
     ) -> anyhow::Result<()> {
-        if pending.is_empty() {
+        let Some(delta) = deltas.take(attempt) else {
             return Ok(());
-        }
-        let content = std::mem::take(pending);
+        };
         self.log.push(
             Some(call.trace_id),
             Some(call.iteration),
-            EventData::LlmDelta(LlmDelta { content, attempt }),
+            EventData::LlmDelta(delta),
         );
         self.commit_step().await
     }

@@ -18,6 +18,7 @@ mod delegation;
 mod delivery;
 mod known_id;
 mod llm_call;
+mod llm_deltas;
 mod reconcile;
 mod replies;
 mod running;
@@ -94,6 +95,8 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         prices: Arc::new(settings.prices.clone()),
         rate_limits: settings.llm.limits.clone().into(),
         telemetry: crate::otel::Telemetry::disabled(),
+        max_delta_bytes: settings.llm.max_delta_bytes,
+        max_delta_events: settings.llm.max_delta_events,
     })
 }
 

@@ -1,15 +1,20 @@
 //! The gateway (`agentd serve`) end to end: tasks submitted over HTTP run by the real worker
 //! against the scripted fake LLM, followed over Server-Sent Events and read back over HTTP
 //! (`stream`); auth, errors, agents, pagination, cancel and the OpenAPI document (`api`);
-//! the trace page in headless Chromium (`page`).
+//! the trace page in headless Chromium (`page`); connection, stream and trace bounds
+//! (`bounds`); the OpenAPI document checked by schemathesis (`schemathesis`) and against a
+//! real task's answers (`documented`).
 
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]
 mod support;
 
 mod api;
+mod bounds;
+mod documented;
 mod door;
 mod page;
+mod schemathesis;
 mod stream;
 
 use std::time::Duration;

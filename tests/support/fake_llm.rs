@@ -14,8 +14,9 @@
 //!
 //! Streaming: a request with `"stream": true` gets a scripted 200 completion as Server-Sent
 //! Events (see `sse.rs`: content in pieces, tool calls in fragments, usage, `[DONE]`), so one
-//! script serves both modes; [`FakeReply::with_stream_error`] and
-//! [`FakeReply::with_stream_cut`] script broken streams. Error statuses stay plain JSON, as
+//! script serves both modes; [`FakeReply::with_stream_error`],
+//! [`FakeReply::with_stream_cut`] and [`FakeReply::with_endless_stream`] script broken
+//! streams. Error statuses stay plain JSON, as
 //! real providers send them.
 
 use std::collections::VecDeque;
@@ -264,6 +265,12 @@ impl FakeReply {
         self
     }
 
+    /// When streamed: the content is sent again and again and the stream never ends.
+    pub fn with_endless_stream(mut self) -> FakeReply {
+        self.stream_end = StreamEnd::Endless;
+        self
+    }
+
     fn completion(content: Value, tool_calls: Option<Vec<Value>>) -> FakeReply {
         let finish_reason = if tool_calls.is_some() {
             "tool_calls"
@@ -292,8 +299,10 @@ impl FakeReply {
             (true, StatusCode::OK) => sse::frames(&body, &self.stream_end),
             _ => None,
         };
+        let endless = request.streamed() && self.stream_end == StreamEnd::Endless;
         let mut response = match frames {
             Some(frames) => sse::response(frames),
+            None if endless => sse::endless(&body),
             None => (status, axum::Json(body)).into_response(),
         };
         for (name, value) in &self.headers {

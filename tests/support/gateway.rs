@@ -1,4 +1,4 @@
-//! The gateway (`agentd::gateway::bind`) running in the test's process on 127.0.0.1:0 next
+//! The gateway (`agentd::gateway::bind_observed`) running in the test's process on 127.0.0.1:0 next
 //! to a [`TestEnv`]'s worker, an HTTP client that adds the bearer token, and a small reader
 //! of Server-Sent Events that also counts comment lines (heartbeats).
 
@@ -22,6 +22,8 @@ pub struct Gateway {
     /// The token sent by [`Gateway::get`] and [`Gateway::post`], if any.
     pub token: Option<String>,
     pub client: reqwest::Client,
+    /// The gateway's counters (connections, event streams).
+    pub observed: agentd::gateway::Observed,
     stop: CancellationToken,
     handle: JoinHandle<anyhow::Result<()>>,
 }
@@ -39,13 +41,14 @@ impl Gateway {
         settings.gateway.tokens = tokens.iter().map(|t| Secret::from(*t)).collect();
         settings.gateway.heartbeat_secs = 1;
         let stop = CancellationToken::new();
-        let (addr, serving) = agentd::gateway::bind(settings, stop.clone())
+        let (addr, observed, serving) = agentd::gateway::bind_observed(settings, stop.clone())
             .await
             .expect("the gateway binds");
         Gateway {
             base: format!("http://{addr}"),
             token: tokens.first().map(|t| (*t).to_owned()),
             client: reqwest::Client::new(),
+            observed,
             stop,
             handle: tokio::spawn(serving),
         }

@@ -63,6 +63,7 @@ fn sample(kind: EventType) -> EventData {
         EventType::LlmDelta => EventData::LlmDelta(LlmDelta {
             content: "Th".into(),
             attempt: 1,
+            truncated: None,
         }),
         EventType::RecursionCompleted => EventData::RecursionCompleted(RecursionCompleted {
             iteration: 1,

@@ -57,7 +57,8 @@ pub struct TaskState {
     pub wait_reason: Option<String>,
     /// Recursions run so far.
     pub iteration: i32,
-    #[schema(value_type = Option<Object>)]
+    /// The plan steps (step_id, description, status).
+    #[schema(value_type = Option<Vec<Object>>)]
     pub plan: Option<Value>,
     /// The budget in force, if any.
     #[schema(value_type = Option<Object>)]

@@ -1,19 +1,20 @@
 //! `/v1/tasks`: submit a task (published to the tasks queue like any producer's), read a
-//! task with its whole trace, cancel a task. Following a task's events is `sse.rs`.
+//! task with a page of its trace (bounded: `gateway.trace_page_recursions`,
+//! `gateway.max_field_chars`), cancel a task. Following a task's events is `sse.rs`.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::cancel::CancelResult;
 use crate::contract::TaskMessage;
 use crate::core::storable;
 use crate::gateway::AppState;
-use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
 use crate::store::tasks::{NewTask, TaskRow, status};
 use crate::store::trace::{LlmCallRecord, RecursionRow, ToolCallRow};
@@ -56,7 +57,9 @@ pub struct TaskAccepted {
     pub task_url: String,
 }
 
-/// Answer of `GET /v1/tasks/{task_id}`: the task row and its trace rows, in order.
+/// Answer of `GET /v1/tasks/{task_id}`: the task row and one page of its trace rows, in
+/// order. Text and JSON values longer than `gateway.max_field_chars` characters are cut
+/// with a marker (`…[truncated: N of M chars shown]`; a cut JSON value becomes a string).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TaskDetail {
     #[schema(value_type = openapi::Task)]
@@ -70,6 +73,19 @@ pub struct TaskDetail {
     /// The tasks it delegated to (CONTRACT §10), oldest first.
     #[schema(value_type = Vec<openapi::Task>)]
     pub children: Vec<TaskRow>,
+    /// Pass as `after_iteration` for the next page of recursions (with their tool calls
+    /// and LLM attempts); null on the last page.
+    pub next_after_iteration: Option<i32>,
+}
+
+/// Query of `GET /v1/tasks/{task_id}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TraceQuery {
+    /// Recursions with a greater iteration only (default 0: from the first).
+    pub after_iteration: Option<i32>,
+    /// Recursions per page (default and most: `gateway.trace_page_recursions`, 100).
+    pub limit: Option<i64>,
 }
 
 /// Answer of `POST /v1/tasks/{task_id}/cancel`.
@@ -233,39 +249,70 @@ async fn record_pending(state: &AppState, task_id: Uuid, task: &TaskMessage) {
     }
 }
 
-/// Reads a task with its plan, recursions, tool calls and LLM attempts.
+/// Reads a task with its plan and one page of its recursions, tool calls and LLM attempts.
 #[utoipa::path(
     get,
     path = "/v1/tasks/{task_id}",
     tag = "tasks",
-    params(("task_id" = Uuid, Path, description = "The task")),
+    params(("task_id" = Uuid, Path, description = "The task"), TraceQuery),
     responses(
         (status = 200, body = TaskDetail),
-        (status = 400, description = "Not a UUID", body = ErrorBody),
+        (status = 400, description = "Not a UUID, or an unreadable query", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such task (task_not_found)", body = ErrorBody),
+        (status = 422, description = "after_iteration < 0 or limit out of range", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
 pub async fn get_task(
     State(state): State<AppState>,
     ApiPath(task_id): ApiPath<Uuid>,
+    ApiQuery(query): ApiQuery<TraceQuery>,
 ) -> Result<Json<TaskDetail>, ApiError> {
+    let gateway = &state.settings().gateway;
+    let most = i64::try_from(gateway.trace_page_recursions).unwrap_or(i64::MAX);
+    let limit = query.limit.unwrap_or(most);
+    if !(1..=most).contains(&limit) {
+        return Err(ApiError::invalid_parameter(format!(
+            "limit must be between 1 and {most}"
+        )));
+    }
+    let after = query.after_iteration.unwrap_or(0);
+    if after < 0 {
+        return Err(ApiError::invalid_parameter("after_iteration must be >= 0"));
+    }
+    let max_chars = gateway.max_field_chars;
     let pool = state.pool();
     let Some(task) = store::tasks::get(pool, task_id).await? else {
         return Err(task_not_found(task_id));
     };
+    let max = i64::try_from(max_chars).unwrap_or(i64::MAX);
+    let page = store::detail::page(pool, task_id, after, limit, max).await?;
+    let children = store::children::of_parent(pool, task_id).await?;
     Ok(Json(TaskDetail {
-        task,
-        recursions: store::trace::recursions(pool, task_id).await?,
-        tool_calls: store::trace::tool_calls(pool, task_id).await?,
-        llm_calls: store::trace::llm_calls(pool, task_id).await?,
-        children: store::children::of_parent(pool, task_id)
-            .await?
+        task: cut_task(task, max_chars),
+        recursions: page.recursions,
+        tool_calls: page.tool_calls,
+        llm_calls: page.llm_calls,
+        children: children
             .into_iter()
-            .map(|child| child.task)
+            .map(|child| cut_task(child.task, max_chars))
             .collect(),
+        next_after_iteration: page.next_after_iteration,
     }))
+}
+
+/// A task row with its long texts cut at `max_chars` (with the marker).
+fn cut_task(mut task: TaskRow, max_chars: usize) -> TaskRow {
+    for text in [&mut task.input, &mut task.answer, &mut task.error]
+        .into_iter()
+        .flatten()
+    {
+        if text.len() > max_chars {
+            *text = crate::core::limits::trim_text(text, max_chars);
+        }
+    }
+    task
 }
 
 /// Cancels a task wherever it is (the logic of `agentd cancel`). A task id with no row

@@ -29,11 +29,14 @@ pub enum StreamEnd {
     Cut,
     /// Not streamed at all: plain JSON, like a provider that ignores `"stream": true`.
     Ignored,
+    /// Never ends: the content is sent again and again, as one chunk each time, until the
+    /// client goes away (a runaway model or a hostile provider).
+    Endless,
 }
 
 /// The SSE frames for a completion body; `None` when `body` is not a completion.
 pub fn frames(body: &Value, end: &StreamEnd) -> Option<Vec<String>> {
-    if *end == StreamEnd::Ignored {
+    if matches!(end, StreamEnd::Ignored | StreamEnd::Endless) {
         return None;
     }
     let message = body.pointer("/choices/0/message")?;
@@ -99,11 +102,31 @@ pub fn response(frames: Vec<String>) -> Response {
             .into_iter()
             .map(|f| Ok::<_, Infallible>(Bytes::from(f))),
     );
+    event_stream(Body::from_stream(stream))
+}
+
+/// A 200 `text/event-stream` response that repeats a chunk holding the completion's content
+/// (or "token " when it has none) forever.
+pub fn endless(body: &Value) -> Response {
+    let content = body
+        .pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .filter(|text| !text.is_empty())
+        .unwrap_or("token ");
+    let choice = json!({"index": 0, "delta": {"content": content}, "finish_reason": null});
+    let frame = Bytes::from(data(&json!({"id": "chatcmpl-endless",
+        "object": "chat.completion.chunk", "created": 0, "model": "fake-llm",
+        "choices": [choice]})));
+    let stream = futures::stream::repeat_with(move || Ok::<_, Infallible>(frame.clone()));
+    event_stream(Body::from_stream(stream))
+}
+
+fn event_stream(body: Body) -> Response {
     let response = Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(stream));
+        .body(body);
     response.unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
