@@ -19,6 +19,7 @@ pub mod rate_limit;
 mod reasoning;
 pub mod record;
 pub mod retry;
+pub mod schedule;
 pub mod state;
 pub mod storable;
 pub mod text;
