@@ -20,6 +20,7 @@ mod reasoning;
 pub mod record;
 pub mod retry;
 pub mod schedule;
+pub mod stall;
 pub mod state;
 pub mod storable;
 pub mod text;
