@@ -11,7 +11,9 @@
 //!   [`Policy::from_row`].
 //! - **Each scheduler tick** (the one fleet-wide holder), per schedule: [`decide`] with the
 //!   row ([`Schedule`]), what it reads ([`Seen`]: is the schedule's latest task unfinished,
-//!   the buffered fire, fires per UTC day) and `now`. Record every [`Fire`] in
+//!   the buffered fire, fires per UTC day), `now` and the on-time grace
+//!   ([`DEFAULT_ON_TIME_GRACE_SECS`] unless configured; see `decide.rs` for what is
+//!   missed and what is due). Record every [`Fire`] in
 //!   `schedule_fires` (upsert: a released buffered fire turns from `buffered` into
 //!   `enqueued`), create a task for each fire whose `task_id` is `Some` (that id, with
 //!   `schedule_id` and `fire_at` on the row; an existing task with that id means a crashed
