@@ -21,6 +21,8 @@ pub mod rate_limit;
 mod reasoning;
 pub mod record;
 pub mod retry;
+pub mod schedule;
+pub mod stall;
 pub mod state;
 pub mod storable;
 pub mod text;
