@@ -57,6 +57,14 @@ async fn submit(
 ) -> anyhow::Result<ExitCode> {
     let task_id = task.task_id.unwrap_or_default();
     let queue = &settings.amqp.tasks_queue;
+    if !agent_known(settings, task.agent_id).await {
+        errln!(
+            "agentd: no agent {} (`agentd agent list` shows the agents of this database); \
+             nothing was published",
+            task.agent_id
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     // Only a wait is worth the grace: a plain submit just says so and leaves the task queued.
     let grace = if wait { CONSUMER_GRACE } else { Duration::ZERO };
     let idle = !has_consumer(publisher, queue, grace).await?;
@@ -291,5 +299,27 @@ async fn record_turn(settings: &Settings, task: &TaskMessage) -> anyhow::Result<
 async fn withdraw_unpublished(turn: Option<&PgPool>, task_id: Uuid, failed: bool) {
     if let (Some(pool), true) = (turn, failed) {
         let _ = crate::store::conversations::withdraw_turn(pool, task_id).await;
+    }
+}
+
+/// Whether `agent_id` names an agent: a typo in `--agent` is refused here instead of being
+/// dead-lettered by a worker later. A producer may reach the broker but not PostgreSQL: then
+/// the task is published unchecked, with a note.
+async fn agent_known(settings: &Settings, agent_id: Uuid) -> bool {
+    let pool = match store::connect(&settings.database.url, 1).await {
+        Ok(pool) => pool,
+        Err(err) => {
+            errln!("note: the agent was not checked ({err:#})");
+            return true;
+        }
+    };
+    let found = store::agents::get(&pool, agent_id).await;
+    pool.close().await;
+    match found {
+        Ok(agent) => agent.is_some(),
+        Err(err) => {
+            errln!("note: the agent was not checked ({err})");
+            true
+        }
     }
 }

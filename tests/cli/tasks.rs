@@ -125,6 +125,23 @@ async fn submit_wait_without_a_worker_says_so_and_publishes_nothing() {
 }
 
 #[tokio::test]
+async fn submit_to_an_agent_that_does_not_exist_is_refused_and_publishes_nothing() {
+    let env = TestEnv::without_worker(|_| {}).await;
+    let typo = Uuid::now_v7().to_string();
+    for args in [
+        &["submit", "--agent", &typo, "hello"][..],
+        &["submit", "--agent", &typo, "--wait", "hello"][..],
+    ] {
+        let output = agentd(&env.settings, args).await;
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let expected = format!("no agent {typo}");
+        assert!(stderr(&output).contains(&expected), "{}", stderr(&output));
+    }
+    assert_eq!(queued(&env).await, 0, "nothing published");
+    env.stop().await;
+}
+
+#[tokio::test]
 async fn submit_wait_of_a_task_that_ran_prints_its_stored_outcome() {
     let env = TestEnv::start().await;
     let agent = env.agent(None, None).await;
