@@ -1,7 +1,8 @@
-//! One scheduler across the fleet: three `agentd worker` processes, an `every 2s`
-//! schedule, and the scheduler's holder killed with SIGKILL twice. Every fire time gets
-//! exactly one task (no fire time with two, none lost), and the fires go on within seconds
-//! of each kill, on another worker.
+//! One scheduler across the fleet: four `agentd worker` processes, an `every 2s`
+//! schedule, the scheduler's holder killed with SIGKILL twice, then the next one stopped
+//! with SIGTERM. Every fire time gets exactly one task (no fire time with two, none lost),
+//! the fires go on within seconds of each kill on another worker, and a stopping worker
+//! gives the scheduler up at once.
 
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,7 @@ fn kill(workers: &mut [WorkerProcess], pid: u32) -> DateTime<Utc> {
 }
 
 #[tokio::test]
-async fn one_task_per_fire_time_while_the_scheduler_s_holder_is_killed_twice() {
+async fn one_task_per_fire_time_while_the_scheduler_s_holder_is_killed_twice_then_stopped() {
     let llm = StatelessLlm::start().await;
     let base_url = llm.base_url();
     let env = TestEnv::without_worker(move |s| {
@@ -70,7 +71,7 @@ async fn one_task_per_fire_time_while_the_scheduler_s_holder_is_killed_twice() {
     })
     .await;
     let agent = env.agent(None, None).await;
-    let mut workers: Vec<WorkerProcess> = (0..3)
+    let mut workers: Vec<WorkerProcess> = (0..4)
         .map(|_| WorkerProcess::spawn(&env.settings, &[]))
         .collect();
     let mut draft = every(agent, "2s", "scheduled steps=0");
@@ -109,6 +110,28 @@ async fn one_task_per_fire_time_while_the_scheduler_s_holder_is_killed_twice() {
         let seen = after.len();
         wait_fires(&env, id, "more fires", |f| f.len() >= seen + 2).await;
     }
+    // SIGTERM: the holder gives the lock up as it starts draining, the last worker takes it.
+    let stopping = workers
+        .iter_mut()
+        .find(|w| w.pid() == pid)
+        .expect("the holder");
+    stopping.terminate();
+    let (_, handover) = new_holder(&env, Some(pid)).await;
+    let stopping = workers
+        .iter_mut()
+        .find(|w| w.pid() == pid)
+        .expect("the holder");
+    let exit = stopping.wait(WAIT).await.expect("the stopped worker exits");
+    assert!(exit.success(), "{exit:?}");
+    assert!(
+        stopping.log().contains("scheduler given up"),
+        "{}",
+        stopping.log()
+    );
+    eprintln!("SIGTERM: hand-over in {handover:?}");
+    let seen = fires(&env, id).await.len();
+    wait_fires(&env, id, "fires after the SIGTERM", |f| f.len() >= seen + 2).await;
+
     // Stop the clock, let the tasks end.
     sqlx::query("UPDATE schedules SET paused = true, next_fire_at = NULL WHERE schedule_id = $1")
         .bind(id)
