@@ -64,10 +64,10 @@ pub struct CreateArgs {
     /// A fixed interval instead: 30s, 5m, 1h, 1d, 1h30m (anchored at the Unix epoch, UTC).
     #[arg(long, value_name = "DURATION", value_parser = every_arg)]
     pub every: Option<String>,
-    /// The IANA time zone of --cron (Europe/Berlin); a local time DST skips does not fire,
-    /// one it repeats fires once.
-    #[arg(long, value_name = "TZ", default_value = "UTC", value_parser = tz_arg)]
-    pub tz: String,
+    /// The IANA time zone of --cron (default UTC), e.g. Europe/Berlin; a local time DST
+    /// skips does not fire, one it repeats fires once.
+    #[arg(long, value_name = "TZ", value_parser = tz_arg)]
+    pub tz: Option<String>,
     /// While the previous task has not ended: skip the fire, keep one (buffer_one), or
     /// run anyway (allow).
     #[arg(long, default_value = "skip", value_parser = ["skip", "buffer_one", "allow"])]
@@ -179,7 +179,7 @@ fn draft(args: CreateArgs) -> Draft {
         cron: args.cron,
         every: args.every,
         every_secs: None,
-        timezone: Some(args.tz),
+        timezone: args.tz,
         input: args.input,
         overlap: Some(args.overlap),
         catch_up: Some(args.catch_up),

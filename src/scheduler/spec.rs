@@ -127,6 +127,8 @@ impl Draft {
         }
         if new_interval {
             (self.cron, self.every, self.every_secs) = (None, change.every, change.every_secs);
+            // An interval has no time zone: the cron expression's goes with it.
+            self.timezone = None;
         }
         macro_rules! keep_or_set {
             ($($field:ident),*) => { $(if let Some(value) = change.$field { self.$field = value; })* };
@@ -219,14 +221,23 @@ impl Draft {
         } else {
             "every_secs"
         };
-        Timing::from_row(self.cron.as_deref(), every_secs, time_zone).map_err(|err| {
+        let timing = Timing::from_row(self.cron.as_deref(), every_secs, time_zone);
+        let timing = timing.map_err(|err| {
             let field = match &err {
                 TimingError::Cron(_) | TimingError::Both | TimingError::Neither => "cron",
                 TimingError::Every(_) => every_field,
                 TimingError::UnknownTimeZone { .. } => "timezone",
             };
             FieldError::new(field, err.to_string())
-        })
+        })?;
+        if matches!(timing, Timing::Every(_)) && time_zone != DEFAULT_TIME_ZONE {
+            return Err(FieldError::new(
+                "timezone",
+                "an interval has no time zone (every is anchored at the Unix epoch, UTC); \
+                 use a cron expression for local times",
+            ));
+        }
+        Ok(timing)
     }
 }
 

@@ -176,6 +176,10 @@ async fn each_wrong_field_is_a_400_naming_it() {
             json!({"timezone": "europe/berlin"}),
             "did you mean Europe/Berlin?",
         ),
+        (
+            json!({"timezone": "Europe/Berlin"}),
+            "timezone: an interval has no time zone",
+        ),
         (json!({"overlap": "queue"}), "overlap: unknown overlap"),
         (json!({"catch_up": "some"}), "catch_up: unknown catch-up"),
         (json!({"catch_up_window_secs": -1}), "catch_up_window_secs:"),
@@ -276,6 +280,15 @@ async fn the_cli_creates_lists_and_refuses_what_is_wrong() {
     .await;
     assert_eq!(tz.status.code(), Some(2));
     assert!(text(&tz.stderr).contains("--tz"), "{}", text(&tz.stderr));
+    // A time zone is the cron expression's: an interval has none.
+    let interval = [&create[..], &["--every", "1h", "--tz", "Europe/Berlin"]].concat();
+    let tz = agentd(&env, &interval).await;
+    assert_eq!(tz.status.code(), Some(2));
+    let err = text(&tz.stderr);
+    assert!(
+        err.contains("timezone: an interval has no time zone"),
+        "{err}"
+    );
     let nobody = Uuid::now_v7().to_string();
     let unknown = [
         "schedule", "create", "--agent", &nobody, "--input", "x", "--every", "1m",
