@@ -16,10 +16,12 @@ use crate::llm::secret::Secret;
 mod keys;
 mod load;
 mod ops;
+mod schedules;
 pub use load::{
     BUILT_IN_DEFAULTS, BUILT_IN_DEV, BUILT_IN_PROMPT, DEFAULT_PROMPT_PATH, DEFAULTS_PATH, Extra,
 };
 pub use ops::{McpServerSettings, McpTransport, MetricsSettings, RetentionSettings, ToolsSettings};
+pub use schedules::SchedulesSettings;
 
 /// Everything the binary can be configured with.
 #[derive(Debug, Clone, Deserialize)]
@@ -50,6 +52,9 @@ pub struct Settings {
     /// `[otel]`: OpenTelemetry export of one trace per task (off by default).
     #[serde(default)]
     pub otel: crate::otel::OtelSettings,
+    /// `[schedules]`: the fleet's scheduler (CONTRACT v3 §14).
+    #[serde(default)]
+    pub schedules: SchedulesSettings,
 }
 
 /// RabbitMQ connection and topology names (CONTRACT §2–3).

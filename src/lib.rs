@@ -12,6 +12,7 @@
 //! - [`store`]: PostgreSQL: pool, migrations, trace queries.
 //! - [`amqp`]: RabbitMQ: topology, task consumer, confirmed event publisher.
 //! - [`cli`]: the commands of the `agentd` binary.
+//! - [`scheduler`]: schedules (CONTRACT v3 §14): the fleet's one scheduler and the commands.
 //! - [`worker`]: the async driver that runs tasks through the core via the ports.
 //! - [`gateway`]: `agentd serve`, the HTTP/SSE interface for front ends and the trace page.
 //! - [`cancel`]: cancelling a task wherever it is (shared by the CLI and the gateway).
@@ -32,6 +33,7 @@ pub mod metrics;
 pub mod ops;
 pub mod otel;
 pub mod ports;
+pub mod scheduler;
 pub mod store;
 pub mod tools;
 pub mod worker;

@@ -146,6 +146,11 @@ enum Command {
     Replay(cli::replay::ReplayArgs),
     /// List every tool a worker would offer (built-in and MCP) with its source.
     Tools,
+    /// List tasks across agents, newest first (by status, agent and age).
+    Tasks(cli::tasks::TasksArgs),
+    /// Manage schedules: agents that run on a clock (cron in a time zone, or an interval).
+    #[command(subcommand)]
+    Schedule(cli::schedule::ScheduleCommand),
     /// Print the AsyncAPI 3 document of the broker interface (tasks, control messages,
     /// events) as JSON; needs no configuration, database or broker.
     Asyncapi {
@@ -327,6 +332,8 @@ async fn dispatch(
             input,
         } => cli::fork(&settings, task_id, from_iteration, input).await,
         Command::Tools => cli::tools::run(&settings).await,
+        Command::Tasks(args) => cli::tasks::run(&settings, &args).await,
+        Command::Schedule(command) => cli::schedule::run(&settings, command).await,
         Command::Asyncapi { check } => cli::asyncapi::run(check.as_deref()),
     }
 }

@@ -11,6 +11,7 @@ mod extract;
 mod fields;
 pub mod inbound;
 pub mod limits;
+pub mod listing;
 pub mod machine;
 pub mod outcome;
 mod plan;

@@ -29,6 +29,7 @@ use super::errors::{ErrorBody, ErrorDetail};
     tags(
         (name = "tasks", description = "Submit, follow, inspect and cancel tasks"),
         (name = "agents", description = "Agents and their task history"),
+        (name = "schedules", description = "Agents that run on a clock: schedules and their fires"),
         (name = "meta", description = "Health")
     ),
     components(schemas(Task, Recursion, ToolCall, LlmCall, Agent, ErrorBody, ErrorDetail)),
@@ -170,6 +171,10 @@ pub struct Task {
     /// a task nobody delegated).
     parent_task_id: Option<Uuid>,
     root_task_id: Option<Uuid>,
+    /// The schedule whose fire made this task, and that fire's time (null for any other
+    /// task).
+    schedule_id: Option<Uuid>,
+    fire_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// One recursion of a task (`store::trace::RecursionRow`).
@@ -323,6 +328,8 @@ mod tests {
             forked_from_iteration: None,
             parent_task_id: None,
             root_task_id: None,
+            schedule_id: None,
+            fire_at: None,
         };
         assert_eq!(schema_fields("Task"), json_fields(&task));
         let recursion = trace::RecursionRow {

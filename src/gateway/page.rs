@@ -12,6 +12,7 @@ use super::AppState;
 const INDEX_HTML: &str = include_str!("web/index.html");
 const APP_JS: &str = include_str!("web/app.js");
 const CHARTS_JS: &str = include_str!("web/charts.js");
+const OPERATE_JS: &str = include_str!("web/operate.js");
 const APP_CSS: &str = include_str!("web/app.css");
 
 /// Same-origin only: scripts, styles and requests to this gateway, nothing inline.
@@ -19,7 +20,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
                    connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
                    form-action 'none'; frame-ancestors 'none'";
 
-/// `/`, `/app.js`, `/charts.js` and `/app.css`.
+/// `/`, `/app.js`, `/charts.js`, `/operate.js` and `/app.css`.
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(
@@ -33,6 +34,10 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/charts.js",
             get(|| async { asset("text/javascript; charset=utf-8", CHARTS_JS) }),
+        )
+        .route(
+            "/operate.js",
+            get(|| async { asset("text/javascript; charset=utf-8", OPERATE_JS) }),
         )
         .route(
             "/app.css",

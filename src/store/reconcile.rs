@@ -19,6 +19,10 @@ pub struct Orphan {
     pub constraints: Value,
     pub stream: bool,
     pub status: String,
+    /// The budget the task's message carried (`tasks.budget`), when the query reads it: a
+    /// re-enqueued message that did not carry it would run under the agent's.
+    #[sqlx(default)]
+    pub budget: Option<Value>,
 }
 
 /// Takes the reconciler's lock for the caller's transaction; false when another worker
@@ -52,7 +56,7 @@ pub async fn take_orphans(
                 lease_until = CASE WHEN status = 'running' THEN now() ELSE lease_until END \
          FROM found WHERE tasks.task_id = found.task_id \
          RETURNING tasks.task_id, agent_id, input, conversation_id, constraints, stream, \
-                   status",
+                   status, budget",
     )
     .bind(orphan_after_secs)
     .bind(limit)

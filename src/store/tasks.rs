@@ -70,13 +70,16 @@ pub struct TaskRow {
     /// The task that delegated this one, and the root of its tree (CONTRACT §10).
     pub parent_task_id: Option<Uuid>,
     pub root_task_id: Option<Uuid>,
+    /// The schedule whose fire made this task, and the fire's time (CONTRACT v3 §14).
+    pub schedule_id: Option<Uuid>,
+    pub fire_at: Option<DateTime<Utc>>,
 }
 
 /// The columns of [`TaskRow`], in its order (every query that reads task rows selects these).
 pub const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, iterations, \
      answer, error, fail_reason, plan, created_at, started_at, finished_at, wait_reason, \
      prompt_tokens, completion_tokens, cost_usd, tool_call_count, forked_from_task_id, \
-     forked_from_iteration, parent_task_id, root_task_id";
+     forked_from_iteration, parent_task_id, root_task_id, schedule_id, fire_at";
 
 /// Inserts the task as `pending` unless a row with its id exists. Returns whether it was new.
 pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<bool> {

@@ -131,8 +131,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// The loops a worker runs beside its consumer: control messages, dead letters, the
-/// reconciler, the outbox sweep, the conversation and delegation sweeps and the approval
-/// expiry pass.
+/// reconciler, the outbox sweep, the conversation and delegation sweeps, the scheduler and
+/// the approval expiry pass.
 fn spawn_sidecars(
     deps: &Arc<WorkerDeps>,
     settings: &Settings,
@@ -168,6 +168,12 @@ fn spawn_sidecars(
         deps.pool.clone(),
         deps.publisher.clone(),
         deps.names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
+    loops.push(crate::scheduler::spawn(
+        settings,
+        deps.publisher.clone(),
+        deps.worker_id,
         shutdown.clone(),
     ));
     loops.push(approvals::spawn_expiry(

@@ -103,7 +103,8 @@ pub async fn resume_waiting(
     Ok(true)
 }
 
-/// The task message that brings an orphan back.
+/// The task message that brings an orphan back (with the budget its row keeps, when the
+/// query read it).
 pub(super) fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
     Some(TaskMessage {
         task_id: Some(orphan.task_id),
@@ -112,13 +113,36 @@ pub(super) fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
         conversation_id: orphan.conversation_id,
         constraints: serde_json::from_value(orphan.constraints.clone()).unwrap_or_default(),
         stream: orphan.stream,
-        budget: None,
+        budget: (orphan.budget.clone())
+            .and_then(|budget| super::intake::parse_budget(Some(budget)).ok().flatten()),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_re_enqueued_message_keeps_the_task_s_budget() {
+        let orphan = Orphan {
+            task_id: Uuid::now_v7(),
+            agent_id: Some(Uuid::now_v7()),
+            input: Some("nightly report".into()),
+            conversation_id: None,
+            constraints: serde_json::json!(["be brief"]),
+            stream: false,
+            status: "pending".into(),
+            budget: Some(serde_json::json!({"max_tokens": 500, "on_breach": "fail"})),
+        };
+        let message = message_of(&orphan).expect("a message");
+        assert_eq!(message.budget.and_then(|b| b.max_tokens), Some(500));
+        assert_eq!(message.constraints, ["be brief"]);
+        let unbudgeted = Orphan {
+            budget: None,
+            ..orphan
+        };
+        assert_eq!(message_of(&unbudgeted).and_then(|m| m.budget), None);
+    }
 
     #[test]
     fn the_period_is_a_quarter_of_the_orphan_age_within_bounds() {

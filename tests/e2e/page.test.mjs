@@ -2,7 +2,9 @@
 // its gated calculator call by clicking Approve, waits for the answer and the checked-off
 // plan, saves a screenshot, then reopens the finished task by URL and checks that its full
 // trace is replayed (with who approved); forks it from recursion 3 and checks that the fork
-// shows the plan it started with; and checks that the empty page has no scrollbar.
+// shows the plan it started with; checks the operations views (a schedule with its next
+// fire, triggered and paused by clicking; every agent's tasks filtered by status, opened by
+// a click); and checks that the empty page has no scrollbar.
 //
 // Usage: node page.test.mjs URL AGENT_ID MARKER SCREENSHOT_PATH [TOKEN]
 // Run by tests/gateway.rs, which starts the gateway, a worker and the scripted fake LLM.
@@ -46,6 +48,45 @@ async function checkFork(context, taskId) {
   // The answer is on screen, so the task row was read: its plan shows by now.
   const steps = await page.locator('#plan li').allTextContents();
   check(steps.length === 2 && steps.join(' ').includes('Compute 6*7'), `fork: plan "${steps}"`);
+  await page.close();
+}
+
+// The operations views: a schedule made through the API is listed with its next fire;
+// Trigger records a `triggered` fire, Pause shows it paused; the list of every agent's
+// tasks, filtered to completed ones, shows only those and opens the task on a click.
+async function checkOperate(context, taskId) {
+  const headers = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch(`${url}v1/schedules`, {
+    method: 'POST', headers,
+    body: JSON.stringify({ agent_id: agentId, name: 'page schedule', every: '1h', input: 'scheduled by the page test' }),
+  });
+  check(response.status === 201, `schedule create answered ${response.status}`);
+  const scheduleId = (await response.json()).schedule_id;
+  const page = await context.newPage();
+  await page.goto(url);
+  await page.click('.view-tab[data-view="schedules"]');
+  const card = `.schedule[data-schedule-id="${scheduleId}"]`;
+  await page.waitForSelector(card, { timeout: TIMEOUT });
+  const text = await page.textContent(card);
+  check(text.includes('page schedule') && text.includes('every 3600 s') && text.includes('next fire'),
+    `schedule card "${text}"`);
+  await page.click(`${card} button.trigger`);
+  await page.waitForSelector(`${card} .fire.triggered`, { timeout: TIMEOUT });
+  await page.click(`${card} button.pause`);
+  await page.waitForSelector(`.schedule.paused[data-schedule-id="${scheduleId}"] button.resume`, { timeout: TIMEOUT });
+  const paused = await page.textContent(card);
+  check(paused.includes('no next fire'), `paused schedule card "${paused}"`);
+  await page.click('.view-tab[data-view="tasks"]');
+  await page.selectOption('#all-status', 'completed');
+  await page.waitForFunction((id) => {
+    const pills = [...document.querySelectorAll('#all-tasks .pill')];
+    return pills.length > 0 && pills.every((pill) => pill.textContent === 'completed')
+      && document.querySelector(`#all-tasks tr[data-task-id="${id}"]`) !== null;
+  }, taskId, { timeout: TIMEOUT });
+  await page.click(`#all-tasks tr[data-task-id="${taskId}"]`);
+  await page.waitForSelector('#answer-box:not([hidden])', { timeout: TIMEOUT });
+  check(await page.isHidden('#view-tasks'), 'the task list gave way to the task');
   await page.close();
 }
 
@@ -145,6 +186,7 @@ try {
   const listed = await replay.locator(`#history li[data-task-id="${taskId}"]`).count();
   check(listed === 1, 'the task is listed in the agent history');
   await checkFork(context, taskId);
+  await checkOperate(context, taskId);
   check(problems.length === 0, problems.join('\n'));
   console.log(`page e2e ok: task ${taskId}, screenshot ${screenshot}`);
 } catch (error) {

@@ -119,6 +119,7 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
     assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
     let expected = [
         ("/v1/tasks", "post"),
+        ("/v1/tasks", "get"),
         ("/v1/tasks/{task_id}", "get"),
         ("/v1/tasks/{task_id}/events", "get"),
         ("/v1/tasks/{task_id}/cancel", "post"),
@@ -134,6 +135,13 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ("/v1/agents/{agent_id}", "get"),
         ("/v1/agents/{agent_id}/tasks", "get"),
         ("/v1/agents/{agent_id}/overview", "get"),
+        ("/v1/schedules", "get"),
+        ("/v1/schedules", "post"),
+        ("/v1/schedules/{schedule_id}", "get"),
+        ("/v1/schedules/{schedule_id}", "patch"),
+        ("/v1/schedules/{schedule_id}", "delete"),
+        ("/v1/schedules/{schedule_id}/trigger", "post"),
+        ("/v1/schedules/{schedule_id}/fires", "get"),
         ("/healthz", "get"),
     ];
     let documented = documented_operations(&doc);
@@ -164,10 +172,13 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         let url = gateway.url(
             &path
                 .replace("{task_id}", &id.to_string())
-                .replace("{agent_id}", &id.to_string()),
+                .replace("{agent_id}", &id.to_string())
+                .replace("{schedule_id}", &id.to_string()),
         );
         let request = match method.as_str() {
             "post" => gateway.client.post(url).json(&json!({})),
+            "patch" => gateway.client.patch(url).json(&json!({})),
+            "delete" => gateway.client.delete(url),
             _ => gateway.client.get(url),
         };
         let response = request.send().await.unwrap();

@@ -7,7 +7,9 @@ pub mod approvals;
 mod budget;
 pub mod fork;
 pub mod overview;
+pub mod schedules;
 pub mod steering;
+pub mod task_list;
 pub mod tasks;
 
 use axum::Json;
@@ -23,7 +25,7 @@ use super::{AppState, auth, sse};
 /// Every documented route, with its authentication layer.
 pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
     let protected = OpenApiRouter::new()
-        .routes(routes!(tasks::create_task))
+        .routes(routes!(tasks::create_task, task_list::list_tasks))
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))
         .routes(routes!(steering::pause_task))
@@ -37,6 +39,17 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(agents::get_agent))
         .routes(routes!(agents::agent_tasks))
         .routes(routes!(overview::agent_overview))
+        .routes(routes!(
+            schedules::list_schedules,
+            schedules::create_schedule
+        ))
+        .routes(routes!(
+            schedules::get_schedule,
+            schedules::actions::update_schedule,
+            schedules::actions::delete_schedule
+        ))
+        .routes(routes!(schedules::actions::trigger_schedule))
+        .routes(routes!(schedules::actions::schedule_fires))
         .route_layer(from_fn_with_state(state.clone(), auth::require_token));
     let stream = OpenApiRouter::new()
         .routes(routes!(sse::task_events))
