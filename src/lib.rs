@@ -16,8 +16,13 @@
 //! - [`worker`]: the async driver that runs tasks through the core via the ports.
 //! - [`gateway`]: `agentd serve`, the HTTP/SSE interface for front ends and the trace page.
 //! - [`cancel`]: cancelling a task wherever it is (shared by the CLI and the gateway).
+//! - [`fork`]: forking a task from recursion N (shared by the CLI and the gateway).
 //! - [`metrics`]: Prometheus metrics derived from events, `/metrics` `/healthz` `/readyz`.
+//! - [`otel`]: OpenTelemetry export: one trace per task, spans from committed steps.
 //! - [`ops`]: a worker's sidecars: the metrics listener and the periodic retention prune.
+//! - [`demo`]: the scripted model of `agentd dev` (no LLM account needed).
+//!
+//! docs/architecture.md maps the rooms and says where a change goes.
 
 pub mod amqp;
 pub mod cancel;
