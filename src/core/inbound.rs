@@ -8,7 +8,8 @@
 //! **Tool-call ids.** A call keeps the provider's id when no earlier call of the task used
 //! it. Otherwise, deterministically (a replay of the same replies, such as a fork, gives the
 //! same ids):
-//! - an empty or blank id becomes `call_<iteration>_<position>`;
+//! - an empty or blank id, or one longer than [`MAX_TOOL_CALL_ID_CHARS`], becomes
+//!   `call_<iteration>_<position>`;
 //! - an id an earlier call of the task used (in the same reply or an earlier one) becomes
 //!   `<id>_<iteration>_<position>`;
 //! - if that is taken as well, `_2`, `_3`, ... is appended until it is not.
@@ -58,11 +59,16 @@ pub fn reply<'a>(
     })
 }
 
+/// The longest tool-call id kept as the provider sent it. Providers send ids of 20 to 40
+/// characters; a longer one is not an id but whatever a model or proxy put there, and it
+/// would be copied into every ledger row, idempotency key and prompt that names the call.
+pub const MAX_TOOL_CALL_ID_CHARS: usize = 128;
+
 /// The id the call at `position` (1-based) of recursion `iteration` gets (see the module
 /// doc), recorded in `used`.
 fn unique_id(id: &str, iteration: u32, position: usize, used: &mut BTreeSet<String>) -> String {
     let id = storable::text(id);
-    let base = if id.trim().is_empty() {
+    let base = if id.trim().is_empty() || id.chars().count() > MAX_TOOL_CALL_ID_CHARS {
         format!("call_{iteration}_{position}")
     } else if used.contains(id.as_ref()) {
         format!("{id}_{iteration}_{position}")

@@ -134,3 +134,13 @@ fn tool_results_are_made_storable_everywhere() {
     assert_eq!(got.error.as_deref(), Some("bad\u{FFFD}"));
     assert_eq!(got.memo.as_deref(), Some("m\u{FFFD}"));
 }
+
+#[test]
+fn an_overlong_id_is_replaced_by_a_positional_one() {
+    let long = "x".repeat(MAX_TOOL_CALL_ID_CHARS + 1);
+    let fits = "y".repeat(MAX_TOOL_CALL_ID_CHARS);
+    let reply = with_calls(vec![call(&long, "{}"), call(&fits, "{}")]);
+    let mut used = BTreeSet::new();
+    let fixed = super::reply(&reply, 4, &mut used);
+    assert_eq!(ids(&fixed), vec!["call_4_1", fits.as_str()]);
+}
