@@ -147,6 +147,21 @@ impl AmqpSettings {
 pub struct DatabaseSettings {
     pub url: String,
     pub max_connections: u32,
+    /// A read replica (a streaming standby of `url`) for readers: the gateway's reads,
+    /// `trace`, `tasks` and replay's selection (`store::readers`). Unset or empty: they
+    /// read from `url`. The worker never uses it.
+    #[serde(default)]
+    pub read_url: Option<String>,
+}
+
+impl DatabaseSettings {
+    /// `read_url` when set to something (an empty value, e.g. from the environment, is none).
+    pub fn read_url(&self) -> Option<&str> {
+        self.read_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+    }
 }
 
 /// The `[llm]` section.

@@ -3,7 +3,7 @@
 //! conversation, constraints and budget copied; `forked_from_task_id` = the original,
 //! `forked_from_iteration` = 0), at most `--rate` per second, oldest end first. A task
 //! replayed before is skipped unless `--again`. `--dry-run` prints what it would replay and
-//! creates nothing.
+//! creates nothing. With `database.read_url` the selection reads the read replica.
 
 use std::process::ExitCode;
 
@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::amqp;
 use crate::config::Settings;
 use crate::contract::TaskMessage;
+use crate::store::readers::Readers;
 use crate::store::{self, prune, replay};
 
 /// The arguments of `agentd replay`.
@@ -81,6 +82,7 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<ExitC
         None => None,
     };
     let pool = store::connect(&settings.database.url, 2).await?;
+    let readers = Readers::new(pool.clone(), &settings.database, 2)?;
     let selection = replay::Selection {
         status: &args.status,
         reason: args.reason.as_deref(),
@@ -88,7 +90,17 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<ExitC
         again: args.again,
         limit: args.limit,
     };
-    let originals = replay::candidates(&pool, &selection).await?;
+    // Selected on the read replica when there is one; what it may not have seen yet (a
+    // replay made a moment ago) is checked on the primary before anything is created.
+    let selection = &selection;
+    let mut originals = (readers)
+        .read(|pool| async move { replay::candidates(&pool, selection).await })
+        .await?;
+    if readers.has_replica() && !args.again {
+        let ids: Vec<Uuid> = originals.iter().map(|original| original.task_id).collect();
+        let replayed = replay::replayed_already(&pool, &ids).await?;
+        originals.retain(|original| !replayed.contains(&original.task_id));
+    }
     if args.dry_run {
         for original in &originals {
             outln!("{}", original.task_id)?;

@@ -1,6 +1,7 @@
 //! `agentd tasks [--status S] [--agent A] [--since 2h] [--limit N] [--json]` (CONTRACT v3
 //! §14 "Listing"): tasks across agents, newest first, as a table for people or one JSON
 //! object per line for scripts. Wrong filters are refused before anything connects (exit 2).
+//! With `database.read_url`, read from the read replica (store::readers).
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use uuid::Uuid;
 use super::out::{errln, outln};
 use crate::config::Settings;
 use crate::core::listing::{self, MAX_LIMIT};
+use crate::store::readers::Readers;
 use crate::store::task_list::{self, TaskFilter};
 use crate::store::{self, tasks::TaskRow};
 
@@ -51,17 +53,26 @@ fn since_arg(text: &str) -> Result<DateTime<Utc>, String> {
 
 /// Prints the tasks the arguments select.
 pub async fn run(settings: &Settings, args: &TasksArgs) -> anyhow::Result<ExitCode> {
-    let pool = store::open(&settings.database.url, 2).await?;
+    // With a read replica the primary is not migrated here: the replica follows its schema.
+    let pool = match settings.database.read_url() {
+        Some(_) => store::connect(&settings.database.url, 2).await?,
+        None => store::open(&settings.database.url, 2).await?,
+    };
+    let readers = Readers::new(pool, &settings.database, 2)?;
     let filter = TaskFilter {
         statuses: args.status.clone().map(|s| s.0).unwrap_or_default(),
         agent_id: args.agent,
         since: args.since,
         after: None,
     };
-    let page = task_list::page(&pool, &filter, args.limit).await;
-    let agents = store::agents::list(&pool).await;
-    pool.close().await;
-    let page = page?;
+    let (filter, limit) = (&filter, args.limit);
+    let read = readers.read(|pool| async move {
+        let page = task_list::page(&pool, filter, limit).await?;
+        Ok((page, store::agents::list(&pool).await))
+    });
+    let read = read.await;
+    readers.close().await;
+    let (page, agents) = read?;
     if args.json {
         for task in &page.tasks {
             outln!("{}", serde_json::to_string(task)?)?;

@@ -1,14 +1,17 @@
 //! `agentd trace TASK_ID`: the full trace of a task from PostgreSQL, for people, with the
-//! tool calls it waits for a decision on and the commands that decide them.
+//! tool calls it waits for a decision on and the commands that decide them. With
+//! `database.read_url`, read from the read replica (the primary when it lacks the task).
 
 use std::process::ExitCode;
 
 use serde_json::Value;
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::out::{errln, outln};
 use crate::config::Settings;
 use crate::store;
+use crate::store::readers::Readers;
 use crate::store::tasks::TaskRow;
 use crate::store::trace::{LlmCallRecord, RecursionRow, ToolCallRow};
 
@@ -16,14 +19,21 @@ use crate::store::trace::{LlmCallRecord, RecursionRow, ToolCallRow};
 /// tool calls and LLM attempts.
 pub async fn run(settings: &Settings, task_id: Uuid) -> anyhow::Result<ExitCode> {
     let pool = store::connect(&settings.database.url, 2).await?;
-    let Some(task) = store::tasks::get(&pool, task_id).await? else {
+    // From the read replica when one is configured and has the task (store::readers).
+    let readers = Readers::new(pool, &settings.database, 2)?;
+    let found = readers.find(|pool| read(pool, task_id)).await;
+    readers.close().await;
+    let Some(Trace {
+        task,
+        pending,
+        recursions,
+        tool_calls,
+        llm_calls,
+    }) = found?
+    else {
         errln!("agentd: no task {task_id}");
         return Ok(ExitCode::FAILURE);
     };
-    let pending = store::approvals::pending(&pool, Some(task_id), PENDING_SHOWN).await?;
-    let recursions = store::trace::recursions(&pool, task_id).await?;
-    let tool_calls = store::trace::tool_calls(&pool, task_id).await?;
-    let llm_calls = store::trace::llm_calls(&pool, task_id).await?;
     print_task(&task)?;
     if !pending.is_empty() {
         outln!(
@@ -53,6 +63,29 @@ pub async fn run(settings: &Settings, task_id: Uuid) -> anyhow::Result<ExitCode>
 
 /// Pending approvals shown by a trace (a task rarely waits for more).
 const PENDING_SHOWN: i64 = 100;
+
+/// What a trace shows, read from one server.
+struct Trace {
+    task: TaskRow,
+    pending: Vec<store::approvals::ApprovalRow>,
+    recursions: Vec<RecursionRow>,
+    tool_calls: Vec<ToolCallRow>,
+    llm_calls: Vec<LlmCallRecord>,
+}
+
+/// The task and its trace, or None when `pool` has no such task.
+async fn read(pool: PgPool, task_id: Uuid) -> sqlx::Result<Option<Trace>> {
+    let Some(task) = store::tasks::get(&pool, task_id).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Trace {
+        task,
+        pending: store::approvals::pending(&pool, Some(task_id), PENDING_SHOWN).await?,
+        recursions: store::trace::recursions(&pool, task_id).await?,
+        tool_calls: store::trace::tool_calls(&pool, task_id).await?,
+        llm_calls: store::trace::llm_calls(&pool, task_id).await?,
+    }))
+}
 
 fn print_task(task: &TaskRow) -> std::io::Result<()> {
     outln!("task      {}", task.task_id)?;

@@ -19,6 +19,7 @@ pub mod prompt;
 #[cfg(test)]
 mod prop_tests;
 pub mod rate_limit;
+pub mod read_route;
 mod reasoning;
 pub mod record;
 pub mod retry;

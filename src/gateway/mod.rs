@@ -19,6 +19,7 @@ pub mod errors;
 pub mod hub;
 pub mod openapi;
 pub mod page;
+pub mod reads;
 pub mod routes;
 pub mod serve;
 pub mod sse;
@@ -81,6 +82,7 @@ pub struct AppState {
 
 struct Shared {
     pool: PgPool,
+    readers: store::readers::Readers,
     publisher: Publisher,
     settings: Settings,
     hub: Arc<Hub>,
@@ -91,14 +93,15 @@ struct Shared {
 impl AppState {
     /// Bundles what the handlers share.
     pub fn new(
-        pool: PgPool,
+        readers: store::readers::Readers,
         publisher: Publisher,
         settings: Settings,
         hub: Arc<Hub>,
         stop: CancellationToken,
     ) -> Self {
         let shared = Shared {
-            pool,
+            pool: readers.primary().clone(),
+            readers,
             publisher,
             settings,
             hub,
@@ -110,9 +113,14 @@ impl AppState {
         }
     }
 
-    /// The database pool.
+    /// The database pool (the primary).
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
+    }
+
+    /// Where reads that may come from the read replica go (`store::readers`).
+    pub fn readers(&self) -> &store::readers::Readers {
+        &self.inner.readers
     }
 
     /// The confirmed publisher (tasks, cancels).
@@ -216,6 +224,7 @@ pub async fn bind_observed(
 )> {
     let addr = listen_address(&settings.gateway).await?;
     let pool = store::prepare(&settings.database.url, settings.pool_size()).await?;
+    let readers = store::readers::Readers::new(pool, &settings.database, settings.pool_size())?;
     let publisher = amqp::connect_declared(&settings).await?;
     let broker = Arc::clone(publisher.broker());
     let exchange = settings.amqp.events_exchange.clone();
@@ -230,7 +239,7 @@ pub async fn bind_observed(
         max_connections: settings.gateway.max_connections,
         header_read_timeout: Duration::from_secs(settings.gateway.header_read_timeout_secs),
     };
-    let state = AppState::new(pool, publisher, settings, Arc::clone(&hub), stop.clone());
+    let state = AppState::new(readers, publisher, settings, Arc::clone(&hub), stop.clone());
     let observed = Observed {
         connections: Arc::default(),
         streams: Arc::clone(state.stream_stats()),
@@ -279,6 +288,7 @@ pub fn router(state: AppState) -> Router {
         .merge(page::routes())
         .fallback(errors::route_not_found)
         .method_not_allowed_fallback(errors::method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), reads::note_writes))
         .layer(from_fn_with_state(state.clone(), auth::loopback_only))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {

@@ -12,6 +12,12 @@
 //! at or past the end of an ended task gets `204 No Content`, which tells an EventSource to
 //! stop reconnecting.
 //!
+//! With a read replica (`database.read_url`), the task row and the first read of stored
+//! events (the bulk of a long history) come from the replica, which may lag; the seam
+//! then reads whatever follows from the primary, after the subscription, and every later
+//! read (gaps, resyncs, ticks) goes to the primary, so the argument above still holds. A
+//! task the replica does not have yet is looked up on the primary before a 404.
+//!
 //! Bounded per connection: stored events are read in pages (at most
 //! [`PAGE_EVENTS`] events and `gateway.stream_page_bytes` of JSON, measured by PostgreSQL),
 //! and what waits for the client is bounded in bytes (`gateway.stream_buffer_bytes`,
@@ -94,7 +100,14 @@ pub async fn task_events(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = resume_point(&headers, query.after)?;
-    let Some(task) = store::tasks::get(state.pool(), task_id).await? else {
+    // The history may come from the read replica: see "With a read replica" above.
+    let (mut history, replica) = state.readers().pick().await;
+    let mut task = store::tasks::get(&history, task_id).await;
+    if replica && !matches!(task, Ok(Some(_))) {
+        history = state.pool().clone();
+        task = store::tasks::get(&history, task_id).await;
+    }
+    let Some(task) = task? else {
         return Err(ApiError::not_found(
             "task_not_found",
             format!("no task {task_id}"),
@@ -103,7 +116,7 @@ pub async fn task_events(
     // Subscribe before reading the stored events: see the module doc.
     let subscription = state.hub().subscribe(task_id);
     let ended = store::tasks::status::is_terminal(&task.status);
-    if ended && !store::events::any_after(state.pool(), task_id, after).await? {
+    if ended && !store::events::any_after(&history, task_id, after).await? {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let heartbeat = state.heartbeat();
@@ -112,6 +125,7 @@ pub async fn task_events(
     let (tx, events) = queue::queue(gateway.stream_buffer_bytes, Arc::clone(&stats));
     let follower = Follower {
         pool: state.pool().clone(),
+        history: Some(history),
         task_id,
         last_sent: after,
         done: false,
@@ -171,7 +185,10 @@ fn to_sse(event: &TaskEvent) -> Event {
 
 /// Sends one task's events to one client, in seq order, each once.
 struct Follower {
+    /// The primary: every read after the first.
     pool: PgPool,
+    /// Where the first read of stored events goes (the read replica, when there is one).
+    history: Option<PgPool>,
     task_id: Uuid,
     last_sent: i64,
     done: bool,
@@ -194,7 +211,7 @@ impl Follower {
     ) {
         let caught_up = tokio::select! {
             () = stop.cancelled() => false,
-            open = self.catch_up() => open,
+            open = self.catch_up_history() => open,
         };
         if !caught_up || ended {
             return;
@@ -242,6 +259,21 @@ impl Follower {
             return false;
         }
         self.send(event).await
+    }
+
+    /// The first read: the stored events from `history` (the read replica, which may lag),
+    /// then whatever follows them from the primary, read after the subscription as the
+    /// module doc requires.
+    async fn catch_up_history(&mut self) -> bool {
+        if let Some(history) = self.history.take() {
+            let primary = std::mem::replace(&mut self.pool, history);
+            let open = self.catch_up().await;
+            self.pool = primary;
+            if !open {
+                return false;
+            }
+        }
+        self.catch_up().await
     }
 
     /// Sends every stored event after the last one sent, a page at a time (the next page

@@ -13,6 +13,7 @@ pub mod ledger;
 pub mod outbox;
 pub mod prune;
 pub mod rate_limit;
+pub mod readers;
 pub mod reconcile;
 pub mod replay;
 pub mod replies;

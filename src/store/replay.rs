@@ -58,6 +58,22 @@ pub async fn candidates(pool: &PgPool, selection: &Selection<'_>) -> sqlx::Resul
     .await
 }
 
+/// Those of `task_ids` that have a replay already (read on the primary: a replica may not
+/// have the replay made a moment ago yet).
+pub async fn replayed_already(
+    pool: &PgPool,
+    task_ids: &[Uuid],
+) -> sqlx::Result<std::collections::HashSet<Uuid>> {
+    let replayed: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT DISTINCT forked_from_task_id FROM tasks \
+         WHERE forked_from_task_id = ANY($1) AND forked_from_iteration = 0",
+    )
+    .bind(task_ids)
+    .fetch_all(pool)
+    .await?;
+    Ok(replayed.into_iter().collect())
+}
+
 /// Records the replay of `original` as the `pending` task `task_id` (its message is
 /// published next; if that fails, the reconciler enqueues the row later).
 pub async fn record(pool: &PgPool, original: &Original, task_id: Uuid) -> sqlx::Result<()> {

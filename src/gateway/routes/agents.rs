@@ -239,7 +239,8 @@ pub async fn agent_tasks(
         Some(task_id) => Some(cursor_of(state.pool(), agent_id, task_id).await?),
         None => None,
     };
-    let mut tasks = history_page(state.pool(), agent_id, cursor, limit + 1).await?;
+    let page = |pool: PgPool| async move { history_page(&pool, agent_id, cursor, limit + 1).await };
+    let mut tasks = state.readers().read(page).await?;
     let more = tasks.len() > usize::try_from(limit).unwrap_or(usize::MAX);
     tasks.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     let next_before = more.then(|| tasks.last().map(|t| t.task_id)).flatten();

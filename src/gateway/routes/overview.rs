@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
@@ -80,39 +81,11 @@ pub async fn agent_overview(
         ));
     }
     let since = Utc::now() - Duration::hours(hours);
-    let rows: Vec<(DateTime<Utc>, String, i64)> = sqlx::query_as(
-        "SELECT date_trunc('hour', created_at), status, count(*) FROM tasks \
-         WHERE agent_id = $1 AND created_at >= $2 GROUP BY 1, 2 ORDER BY 1, 2",
-    )
-    .bind(agent_id)
-    .bind(since)
-    .fetch_all(pool)
-    .await?;
-    type Totals = (
-        i64,
-        Option<f64>,
-        Option<f64>,
-        Option<i64>,
-        Option<i64>,
-        Option<f64>,
-        bool,
-    );
-    let (tasks, p50, p95, prompt, completion, cost, unpriced): Totals = sqlx::query_as(
-        "SELECT count(*), \
-                percentile_cont(0.5) WITHIN GROUP (ORDER BY \
-                    extract(epoch FROM finished_at - started_at) * 1000) \
-                    FILTER (WHERE finished_at IS NOT NULL AND started_at IS NOT NULL), \
-                percentile_cont(0.95) WITHIN GROUP (ORDER BY \
-                    extract(epoch FROM finished_at - started_at) * 1000) \
-                    FILTER (WHERE finished_at IS NOT NULL AND started_at IS NOT NULL), \
-                sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint, sum(cost_usd), \
-                COALESCE(bool_or(cost_usd IS NULL), false) \
-         FROM tasks WHERE agent_id = $1 AND created_at >= $2",
-    )
-    .bind(agent_id)
-    .bind(since)
-    .fetch_one(pool)
-    .await?;
+    // The two scans of the agent's tasks read from the read replica (store::readers).
+    let (rows, totals) = (state.readers())
+        .read(|pool| async move { scans(&pool, agent_id, since).await })
+        .await?;
+    let (tasks, p50, p95, prompt, completion, cost, unpriced) = totals;
     let mut by_status = BTreeMap::new();
     let mut buckets: Vec<HourBucket> = Vec::new();
     for (start, status, count) in rows {
@@ -143,4 +116,49 @@ pub async fn agent_overview(
             Some(cost.unwrap_or(0.0))
         },
     }))
+}
+
+/// Over the window: tasks, duration p50 and p95 (ms), prompt and completion tokens, cost,
+/// and whether a task had no price.
+type Totals = (
+    i64,
+    Option<f64>,
+    Option<f64>,
+    Option<i64>,
+    Option<i64>,
+    Option<f64>,
+    bool,
+);
+
+/// Tasks per hour and status, and the totals, of the agent's tasks created since `since`.
+async fn scans(
+    pool: &PgPool,
+    agent_id: Uuid,
+    since: DateTime<Utc>,
+) -> sqlx::Result<(Vec<(DateTime<Utc>, String, i64)>, Totals)> {
+    let rows: Vec<(DateTime<Utc>, String, i64)> = sqlx::query_as(
+        "SELECT date_trunc('hour', created_at), status, count(*) FROM tasks \
+         WHERE agent_id = $1 AND created_at >= $2 GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .bind(agent_id)
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
+    let totals: Totals = sqlx::query_as(
+        "SELECT count(*), \
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY \
+                    extract(epoch FROM finished_at - started_at) * 1000) \
+                    FILTER (WHERE finished_at IS NOT NULL AND started_at IS NOT NULL), \
+                percentile_cont(0.95) WITHIN GROUP (ORDER BY \
+                    extract(epoch FROM finished_at - started_at) * 1000) \
+                    FILTER (WHERE finished_at IS NOT NULL AND started_at IS NOT NULL), \
+                sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint, sum(cost_usd), \
+                COALESCE(bool_or(cost_usd IS NULL), false) \
+         FROM tasks WHERE agent_id = $1 AND created_at >= $2",
+    )
+    .bind(agent_id)
+    .bind(since)
+    .fetch_one(pool)
+    .await?;
+    Ok((rows, totals))
 }

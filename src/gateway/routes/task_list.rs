@@ -63,7 +63,10 @@ pub async fn list_tasks(
 ) -> Result<Json<TaskList>, ApiError> {
     let (filter, limit) =
         filter(query).map_err(|err| ApiError::bad_request("invalid_query", err.to_string()))?;
-    let page = task_list::page(state.pool(), &filter, limit).await?;
+    let filter = &filter;
+    let page = (state.readers())
+        .read(|pool| async move { task_list::page(&pool, filter, limit).await })
+        .await?;
     Ok(Json(TaskList {
         tasks: page.tasks,
         next_cursor: page.next.map(|cursor| cursor.encode()),

@@ -282,13 +282,19 @@ pub async fn get_task(
         return Err(ApiError::invalid_parameter("after_iteration must be >= 0"));
     }
     let max_chars = gateway.max_field_chars;
-    let pool = state.pool();
-    let Some(task) = store::tasks::get(pool, task_id).await? else {
+    let max = i64::try_from(max_chars).unwrap_or(i64::MAX);
+    // From the read replica when it has the task (store::readers), all from one server.
+    let found = state.readers().find(|pool| async move {
+        let Some(task) = store::tasks::get(&pool, task_id).await? else {
+            return Ok(None);
+        };
+        let page = store::detail::page(&pool, task_id, after, limit, max).await?;
+        let children = store::children::of_parent(&pool, task_id).await?;
+        Ok(Some((task, page, children)))
+    });
+    let Some((task, page, children)) = found.await? else {
         return Err(task_not_found(task_id));
     };
-    let max = i64::try_from(max_chars).unwrap_or(i64::MAX);
-    let page = store::detail::page(pool, task_id, after, limit, max).await?;
-    let children = store::children::of_parent(pool, task_id).await?;
     Ok(Json(TaskDetail {
         task: cut_task(task, max_chars),
         recursions: page.recursions,
