@@ -3,9 +3,9 @@
 //! and reports back what it learnt (the replica's replayed position, a failed connection).
 //!
 //! - No replica: the primary.
-//! - The replica failed to connect within the last [`REPLICA_RETRY`]: the primary, without
-//!   trying the replica again for that long (a dead replica costs one failed connection per
-//!   retry period, not one per read).
+//! - The replica failed to connect: the primary, until a probe finds it again. Readers never
+//!   wait for a replica that is down: the probe runs beside them, at most once per
+//!   [`REPLICA_RETRY`] ([`ReplicaView::probe_due`]).
 //! - This process wrote at WAL position `needed` (read-your-writes) and the replica is not
 //!   known to have replayed that far: ask the replica how far it has replayed
 //!   ([`Route::CheckReplica`]); if it is still behind, the primary ([`after_check`]).
@@ -87,21 +87,35 @@ pub enum Route {
 pub struct ReplicaView {
     /// The furthest position the replica was seen to have replayed.
     pub replayed: Lsn,
-    /// Until when the replica is left alone after a failed connection.
+    /// Until when the replica is left alone after a failed connection (it is down while
+    /// this is set, until a probe or a read succeeds).
     pub down_until: Option<Instant>,
+    /// A probe is running.
+    pub probing: bool,
 }
 
 impl ReplicaView {
-    /// The replica failed to connect at `now`. True when it was up before (worth a log line).
+    /// The replica failed to connect at `now` (a read or a probe). True when it was up
+    /// before (worth a log line).
     pub fn mark_down(&mut self, now: Instant) -> bool {
-        let was_up = !self.is_down(now);
+        let was_up = self.down_until.is_none();
         self.down_until = Some(now + REPLICA_RETRY);
+        self.probing = false;
         was_up
     }
 
-    /// A read succeeded on the replica. True when it had been marked down (worth a log line).
+    /// A read or a probe succeeded on the replica. True when it had been marked down
+    /// (worth a log line).
     pub fn mark_up(&mut self) -> bool {
+        self.probing = false;
         self.down_until.take().is_some()
+    }
+
+    /// Whether to start a probe of a replica that is down now (and note that one runs).
+    pub fn probe_due(&mut self, now: Instant) -> bool {
+        let due = !self.probing && self.down_until.is_some_and(|until| now >= until);
+        self.probing |= due;
+        due
     }
 
     /// The replica has replayed at least `lsn` (positions only move forward).
@@ -109,18 +123,18 @@ impl ReplicaView {
         self.replayed = self.replayed.max(lsn);
     }
 
-    fn is_down(&self, now: Instant) -> bool {
-        self.down_until.is_some_and(|until| now < until)
+    fn is_down(&self) -> bool {
+        self.down_until.is_some()
     }
 }
 
-/// Where a read goes: `has_replica` (read_url set), what is known of the replica, the
-/// position the read must see (this process's latest write; `Lsn(0)` when none) and now.
-pub fn route(has_replica: bool, view: &ReplicaView, needed: Lsn, now: Instant) -> Route {
+/// Where a read goes: `has_replica` (read_url set), what is known of the replica and the
+/// position the read must see (this process's latest write; `Lsn(0)` when none).
+pub fn route(has_replica: bool, view: &ReplicaView, needed: Lsn) -> Route {
     if !has_replica {
         return Route::Primary(PrimaryReason::NoReplica);
     }
-    if view.is_down(now) {
+    if view.is_down() {
         return Route::Primary(PrimaryReason::ReplicaDown);
     }
     if needed > view.replayed {
@@ -172,16 +186,15 @@ mod tests {
     #[test]
     fn without_a_replica_everything_reads_from_the_primary() {
         let view = ReplicaView::default();
-        let route = route(false, &view, Lsn(0), Instant::now());
+        let route = route(false, &view, Lsn(0));
         assert_eq!(route, Route::Primary(PrimaryReason::NoReplica));
     }
 
     #[test]
     fn a_replica_serves_reads_until_this_process_writes_past_what_it_replayed() {
-        let now = Instant::now();
         let mut view = ReplicaView::default();
-        assert_eq!(route(true, &view, Lsn(0), now), Route::Replica);
-        assert_eq!(route(true, &view, Lsn(10), now), Route::CheckReplica);
+        assert_eq!(route(true, &view, Lsn(0)), Route::Replica);
+        assert_eq!(route(true, &view, Lsn(10)), Route::CheckReplica);
         assert_eq!(
             after_check(Lsn(9), Lsn(10)),
             Route::Primary(PrimaryReason::ReplicaBehind)
@@ -190,26 +203,30 @@ mod tests {
         view.replayed(Lsn(12));
         view.replayed(Lsn(11));
         assert_eq!(view.replayed, Lsn(12), "positions never go back");
-        assert_eq!(route(true, &view, Lsn(10), now), Route::Replica);
-        assert_eq!(route(true, &view, Lsn(13), now), Route::CheckReplica);
+        assert_eq!(route(true, &view, Lsn(10)), Route::Replica);
+        assert_eq!(route(true, &view, Lsn(13)), Route::CheckReplica);
     }
 
     #[test]
-    fn a_replica_that_failed_is_left_alone_for_the_retry_period() {
+    fn a_replica_that_failed_is_left_to_a_probe_once_per_retry_period() {
         let now = Instant::now();
         let mut view = ReplicaView::default();
+        assert!(!view.probe_due(now), "nothing to probe while it is up");
         assert!(view.mark_down(now), "the first failure is news");
         assert!(!view.mark_down(now), "a second one is not");
         let down = Route::Primary(PrimaryReason::ReplicaDown);
-        assert_eq!(route(true, &view, Lsn(0), now), down);
+        assert_eq!(route(true, &view, Lsn(0)), down);
         let almost = now + REPLICA_RETRY - Duration::from_millis(1);
-        assert_eq!(route(true, &view, Lsn(0), almost), down);
-        assert_eq!(
-            route(true, &view, Lsn(0), now + REPLICA_RETRY),
-            Route::Replica
-        );
+        assert!(!view.probe_due(almost));
+        let due = now + REPLICA_RETRY;
+        assert!(view.probe_due(due), "one probe per retry period");
+        assert!(!view.probe_due(due), "not two at once");
+        assert_eq!(route(true, &view, Lsn(0)), down, "reads wait for no probe");
+        assert!(!view.mark_down(due), "a failed probe is no news");
+        assert!(!view.probe_due(due + Duration::from_millis(1)));
+        assert!(view.probe_due(due + REPLICA_RETRY));
         assert!(view.mark_up(), "coming back is news");
         assert!(!view.mark_up());
-        assert_eq!(route(true, &view, Lsn(0), now), Route::Replica);
+        assert_eq!(route(true, &view, Lsn(0)), Route::Replica);
     }
 }

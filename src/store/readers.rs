@@ -15,8 +15,9 @@
 //!   `agentd submit`, read by another process), [`Readers::find`] reads a row asked for by
 //!   id from the primary when the replica does not have it yet.
 //! - **A replica that is down** (cannot connect, database missing, refused) makes reads go
-//!   to the primary for `core::read_route::REPLICA_RETRY` before it is tried again, with
-//!   one warning when it goes and one line when it is back; a query that fails on the
+//!   to the primary until a probe, run beside them at most every
+//!   `core::read_route::REPLICA_RETRY`, finds it again (no read waits for it), with one
+//!   warning when it goes and one line when it is back; a query that fails on the
 //!   replica for another reason (a conflict with recovery) is run again on the primary.
 //!   Readers never fail because of the replica.
 //!
@@ -35,7 +36,9 @@ use crate::config::DatabaseSettings;
 use crate::core::read_route::{self, Lsn, PrimaryReason, ReplicaView, Route};
 
 /// How long a read waits for a replica connection before it counts the replica as down.
-pub const REPLICA_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+/// (sqlx retries a refused connection until then, so this is also what the first read
+/// after a replica's loss costs.)
+pub const REPLICA_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Where readers read. Cheap to clone.
 #[derive(Clone)]
@@ -253,12 +256,7 @@ impl Readers {
 
     async fn decide(&self) -> Result<PgPool, PrimaryReason> {
         let needed = Lsn(self.inner.written.load(Ordering::Acquire));
-        let route = read_route::route(
-            self.inner.replica.is_some(),
-            &self.view(),
-            needed,
-            Instant::now(),
-        );
+        let route = read_route::route(self.inner.replica.is_some(), &self.view(), needed);
         let replica = self.inner.replica.as_ref();
         match (route, replica) {
             (Route::Replica, Some(replica)) => Ok(replica.clone()),
@@ -272,6 +270,10 @@ impl Readers {
                 }
                 Err(err) => Err(self.replica_failed(&err)),
             },
+            (Route::Primary(PrimaryReason::ReplicaDown), Some(replica)) => {
+                self.probe_if_due(replica);
+                Err(PrimaryReason::ReplicaDown)
+            }
             (Route::Primary(reason), _) => Err(reason),
             (_, None) => Err(PrimaryReason::NoReplica),
         }
@@ -283,6 +285,23 @@ impl Readers {
             .view
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts a probe of the replica that is down, at most one per retry period; readers
+    /// go on reading the primary meanwhile.
+    fn probe_if_due(&self, replica: &PgPool) {
+        if !self.view().probe_due(Instant::now()) {
+            return;
+        }
+        let (readers, replica) = (self.clone(), replica.clone());
+        tokio::spawn(async move {
+            match sqlx::query("SELECT 1").execute(&replica).await {
+                Ok(_) => readers.replica_answered(),
+                Err(err) => {
+                    readers.replica_failed(&err);
+                }
+            }
+        });
     }
 
     fn replica_answered(&self) {
