@@ -1,7 +1,7 @@
 //! A read replica for readers (issue 29 item 2, `database.read_url`): a real PostgreSQL
 //! streaming replica of the machine's server, started beside it by
-//! `scripts/pg-replica.sh` (own data directory under target/tmp, own port 5433 or
-//! `AGENTD_REPLICA_PORT`), stopped by a Drop guard whatever the outcome.
+//! `scripts/pg-replica.sh` (own data directory under target/tmp, a free port of its own
+//! or `AGENTD_REPLICA_PORT`), stopped by a Drop guard whatever the outcome.
 //!
 //! With the replica's WAL replay paused, a row changed on the primary only shows which
 //! server a reader read: the gateway's task read, task list and agent history, `agentd

@@ -62,6 +62,14 @@ pub fn missing_prerequisite() -> Option<String> {
     (!found).then(|| "no /usr/lib/postgresql/*/bin/pg_basebackup".to_owned())
 }
 
+/// A port nothing listens on now (the replica's, so a busy 5433 fails no run).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
+
 impl Replica {
     /// Takes a base backup of the primary and starts the replica (blocking: a few seconds).
     pub fn start() -> Self {
@@ -69,7 +77,7 @@ impl Replica {
         let port = std::env::var("AGENTD_REPLICA_PORT")
             .ok()
             .and_then(|port| port.parse().ok())
-            .unwrap_or(5433);
+            .unwrap_or_else(free_port);
         script(&dir, port, &["stop"]).expect("stopping a leftover replica");
         let replica = Self { dir, port };
         // From here on, a failure still stops what was started (Drop).
