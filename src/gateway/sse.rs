@@ -100,25 +100,28 @@ pub async fn task_events(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = resume_point(&headers, query.after)?;
-    // The history may come from the read replica: see "With a read replica" above.
-    let (mut history, replica) = state.readers().pick().await;
-    let mut task = store::tasks::get(&history, task_id).await;
-    if replica && !matches!(task, Ok(Some(_))) {
-        history = state.pool().clone();
-        task = store::tasks::get(&history, task_id).await;
-    }
-    let Some(task) = task? else {
+    // Subscribe before reading the stored events: see the module doc.
+    let subscription = state.hub().subscribe(task_id);
+    // Whether the task has ended, and with events after `after`: from the read replica
+    // when it has the task, else from the primary (see "With a read replica" above).
+    let found = state.readers().find(|pool| async move {
+        let Some(task) = store::tasks::get(&pool, task_id).await? else {
+            return Ok(None);
+        };
+        let ended = store::tasks::status::is_terminal(&task.status);
+        let more = !ended || store::events::any_after(&pool, task_id, after).await?;
+        Ok(Some((ended, more)))
+    });
+    let Some((ended, more)) = found.await? else {
         return Err(ApiError::not_found(
             "task_not_found",
             format!("no task {task_id}"),
         ));
     };
-    // Subscribe before reading the stored events: see the module doc.
-    let subscription = state.hub().subscribe(task_id);
-    let ended = store::tasks::status::is_terminal(&task.status);
-    if ended && !store::events::any_after(&history, task_id, after).await? {
+    if !more {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
+    let history = state.readers().pool().await;
     let heartbeat = state.heartbeat();
     let gateway = &state.settings().gateway;
     let stats = Arc::clone(state.stream_stats());

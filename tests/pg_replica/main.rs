@@ -329,6 +329,13 @@ async fn a_wrong_read_url_is_refused_and_an_unreachable_one_falls_back() {
     }
     let list = gateway.get_json("/v1/tasks", 200).await;
     assert!(listed_input(&list, task_id).is_some());
+    let overview = (gateway.get_json(&format!("/v1/agents/{agent}/overview"), 200)).await;
+    assert_eq!(overview["tasks"], 1);
+    let events = gateway.get(&format!("/v1/tasks/{task_id}/events")).send();
+    let events = events.await.expect("the event stream answers");
+    assert_eq!(events.status(), 204, "an ended task without events");
+    let unknown = gateway.get(&format!("/v1/tasks/{}/events", Uuid::now_v7()));
+    assert_eq!(unknown.send().await.expect("answers").status(), 404);
     gateway.stop().await;
     env.stop().await;
 }
