@@ -40,6 +40,10 @@ use crate::core::read_route::{self, Lsn, PrimaryReason, ReplicaView, Route};
 /// after a replica's loss costs.)
 pub const REPLICA_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The position of a write that could not be read: reads go to the primary until the
+/// primary's position can be read again.
+const UNKNOWN: Lsn = Lsn(u64::MAX);
+
 /// Where readers read. Cheap to clone.
 #[derive(Clone)]
 pub struct Readers {
@@ -162,23 +166,25 @@ impl Readers {
         if !self.has_replica() {
             return;
         }
-        let written = &self.inner.written;
         match current_lsn(&self.inner.primary).await {
-            Ok(lsn) => {
-                // u64::MAX stands for "unknown" (below); a known position replaces it.
-                let _ = written.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                    Some(if old == u64::MAX {
-                        lsn.0
-                    } else {
-                        old.max(lsn.0)
-                    })
-                });
-            }
+            Ok(lsn) => self.remember(lsn),
             Err(err) => {
-                tracing::warn!(error = %err, "could not read the primary's WAL position after a write; reading from the primary");
-                written.store(u64::MAX, Ordering::Release);
+                tracing::warn!(error = %err, "could not read the primary's WAL position after a write; reading from the primary until it can be read");
+                self.inner.written.store(UNKNOWN.0, Ordering::Release);
             }
         }
+    }
+
+    /// Raises the position of this process's latest write to `lsn` (replacing "unknown").
+    fn remember(&self, lsn: Lsn) {
+        let written = &self.inner.written;
+        let _ = written.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+            Some(if old == UNKNOWN.0 {
+                lsn.0
+            } else {
+                old.max(lsn.0)
+            })
+        });
     }
 
     /// The pool a read that may be a moment old should use now (no fallback on errors:
@@ -255,7 +261,17 @@ impl Readers {
     }
 
     async fn decide(&self) -> Result<PgPool, PrimaryReason> {
-        let needed = Lsn(self.inner.written.load(Ordering::Acquire));
+        let mut needed = Lsn(self.inner.written.load(Ordering::Acquire));
+        if needed == UNKNOWN && self.inner.replica.is_some() {
+            // A write whose position could not be read: the primary's position now covers it.
+            match current_lsn(&self.inner.primary).await {
+                Ok(lsn) => {
+                    self.remember(lsn);
+                    needed = lsn;
+                }
+                Err(_) => return Err(PrimaryReason::ReplicaBehind),
+            }
+        }
         let route = read_route::route(self.inner.replica.is_some(), &self.view(), needed);
         let replica = self.inner.replica.as_ref();
         match (route, replica) {
