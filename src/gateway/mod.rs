@@ -8,7 +8,8 @@
 //! - [`routes`]: the `/v1` JSON API; [`sse`]: the event stream; [`hub`]: the fan-out of
 //!   the events subscription; [`auth`]: bearer tokens and the loopback rule;
 //!   [`errors`]: the JSON error shape; [`openapi`]: `/openapi.json`; [`page`]: `/`;
-//!   [`serve`]: the server loop with its connection cap and header-read timeout.
+//!   [`serve`]: the server loop with its connection cap and header-read timeout;
+//!   [`reads`]: read-your-writes when reads go to a read replica (`database.read_url`).
 //!
 //! [`bind`] connects and binds, then returns the address and the serving future, so tests
 //! run the gateway in process on `127.0.0.1:0` ([`bind_observed`] also hands out the
