@@ -345,14 +345,10 @@ pub async fn cancel_task(
             format!("task {task_id} has already ended ({})", task.status),
         ));
     }
-    let result = crate::cancel::cancel_task(
-        state.pool(),
-        state.publisher(),
-        &state.settings().amqp,
-        task_id,
-    )
-    .await
-    .map_err(|err| ApiError::from_failure(&err))?;
+    let result =
+        crate::cancel::cancel_task(state.pool(), state.publisher(), state.settings(), task_id)
+            .await
+            .map_err(|err| ApiError::from_failure(&err))?;
     let (code, outcome) = match result {
         CancelResult::CancelledBeforeStart => (StatusCode::OK, "cancelled"),
         CancelResult::CancelSent => (StatusCode::ACCEPTED, "cancel_sent"),
