@@ -84,7 +84,7 @@ fn approval(task_id: Uuid, decision: DecisionKind, by: &str) -> Approval {
 }
 
 /// (decision, arguments_edited, decided_by, decided_by_verified) of the task's call_1.
-async fn decided(
+async fn decided_row(
     env: &TestEnv,
     task_id: Uuid,
 ) -> (
@@ -151,7 +151,7 @@ async fn an_unsigned_or_wrongly_signed_approval_changes_nothing_and_a_signed_one
 
     let task = env.wait_terminal(task_id).await;
     assert_eq!(task.status, "completed", "{:?}", task.error);
-    let (decision, edited, by, verified) = decided(&env, task_id).await;
+    let (decision, edited, by, verified) = decided_row(&env, task_id).await;
     assert_eq!(decision.as_deref(), Some("approve"));
     assert_eq!(edited, None, "no forged edit applied");
     assert_eq!(by.as_deref(), Some("bea"));
@@ -235,7 +235,7 @@ async fn the_gateway_and_the_cli_sign_what_they_publish_and_record_who_decided()
             200,
         )
         .await;
-    let (_, _, by, verified) = decided(&env, by_gateway).await;
+    let (_, _, by, verified) = decided_row(&env, by_gateway).await;
     assert_eq!(by.as_deref(), Some("anyone at all"));
     let verified = verified.expect("verified by the token");
     assert!(
@@ -257,7 +257,7 @@ async fn the_gateway_and_the_cli_sign_what_they_publish_and_record_who_decided()
     )
     .await;
     assert!(output.status.success(), "{output:?}");
-    let (_, _, by, verified) = decided(&env, by_cli).await;
+    let (_, _, by, verified) = decided_row(&env, by_cli).await;
     assert_eq!(by.as_deref(), Some("claimed"));
     assert_eq!(verified, Some(whoami()), "the OS user, not $USER");
 
@@ -560,5 +560,98 @@ async fn a_pause_signed_by_a_key_bound_to_the_tasks_tenant_is_applied() {
             .await
             .expect("wait_reason");
     assert_eq!(reason.as_deref(), Some("paused"));
+    env.stop().await;
+}
+
+/// Text that PostgreSQL, JSON or Unicode treat specially, NUL first.
+fn outside_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let piece = prop_oneof![
+        3 => proptest::sample::select(&["\u{0}", "\\u0000", "\\", "\"", "\u{FFFF}", "\u{10FFFF}", "好"][..])
+            .prop_map(str::to_owned),
+        2 => any::<char>().prop_map(String::from),
+        2 => "[a-z ]{0,8}",
+    ];
+    proptest::collection::vec(piece, 0..12).prop_map(|pieces| pieces.concat())
+}
+
+#[tokio::test]
+async fn who_decided_is_stored_whatever_unicode_it_holds() {
+    use agentd::core::approval::Decision;
+    use agentd::core::storable;
+    use agentd::worker::approvals::{Decided, decide_verified};
+    use agentd::worker::unheld::Sink;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let env = TestEnv::without_worker(|_| {}).await;
+    let agent = env.agent(None, None).await;
+    let mut runner = TestRunner::new(Config {
+        cases: 24,
+        ..Config::default()
+    });
+    let cases = std::cell::RefCell::new(Vec::new());
+    runner
+        .run(&(outside_text(), outside_text(), outside_text()), |case| {
+            cases.borrow_mut().push(case);
+            Ok(())
+        })
+        .expect("cases");
+    for (by, reason, verified) in cases.into_inner() {
+        // A task waiting for two calls: deciding one records it and resumes nothing.
+        let task_id = Uuid::now_v7();
+        sqlx::query(
+            "INSERT INTO tasks (task_id, agent_id, input, status, wait_reason) \
+             VALUES ($1, $2, 'prop', 'waiting', 'approval')",
+        )
+        .bind(task_id)
+        .bind(agent)
+        .execute(&env.pool)
+        .await
+        .expect("task");
+        sqlx::query(
+            "INSERT INTO approvals (task_id, tool_call_id, trace_id, name, expires_at) \
+             SELECT $1, call, $2, 'calculate', now() + interval '1 hour' \
+             FROM unnest(ARRAY['call_1', 'call_2']) AS call",
+        )
+        .bind(task_id)
+        .bind(Uuid::now_v7())
+        .execute(&env.pool)
+        .await
+        .expect("approvals");
+        let decision = Decision {
+            kind: DecisionKind::Reject,
+            arguments: None,
+            result: None,
+            reason: Some(reason.clone()),
+            by: Some(by.clone()),
+        };
+        let sink = Sink {
+            pool: &env.pool,
+            publisher: &env.publisher,
+            exchange: &env.settings.amqp.events_exchange,
+        };
+        let queue = &env.settings.amqp.tasks_queue;
+        let decided = decide_verified(sink, queue, task_id, "call_1", &decision, Some(&verified))
+            .await
+            .expect("stored");
+        assert_eq!(decided, Decided::Recorded { resumed: false });
+        let (_, _, stored_by, stored_verified) = decided_row(&env, task_id).await;
+        assert_eq!(stored_by, Some(storable::text(&by).into_owned()));
+        assert_eq!(
+            stored_verified,
+            Some(storable::text(&verified).into_owned())
+        );
+        let event: Value = sqlx::query_scalar(
+            "SELECT payload FROM events WHERE task_id = $1 AND type = 'approval.decided'",
+        )
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .expect("approval.decided");
+        assert_eq!(
+            event["data"]["verified_by"],
+            json!(storable::text(&verified))
+        );
+    }
     env.stop().await;
 }
