@@ -439,6 +439,17 @@ async fn a_conversation_belongs_to_the_agent_of_its_first_turn() {
     let prompt =
         serde_json::to_string(&env.fake.requests_for("conv-owner-2")[0].body).unwrap_or_default();
     assert!(prompt.contains("the owner's secret answer"), "{prompt}");
+    // The gateway refuses such a turn at once.
+    let gateway = Gateway::start(&env, &[]).await;
+    let refused = gateway
+        .post_json(
+            "/v1/tasks",
+            &json!({"agent_id": other, "input": "conv-other", "conversation_id": conversation}),
+            409,
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], "conversation_of_another_agent");
+    gateway.stop().await;
     let owner_row: (Uuid, String) =
         sqlx::query_as("SELECT agent_id, tenant_id FROM conversations WHERE conversation_id = $1")
             .bind(conversation)
