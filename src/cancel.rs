@@ -5,11 +5,12 @@
 //! it obeys within a second (CONTRACT §2).
 
 use lapin::BasicProperties;
+use lapin::types::FieldTable;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::amqp::Publisher;
-use crate::config::AmqpSettings;
+use crate::config::{AmqpSettings, ControlSettings, Settings};
 use crate::contract::ControlMessage;
 use crate::contract::control::Cancel;
 use crate::worker::unheld::{self, Sink};
@@ -27,9 +28,10 @@ pub enum CancelResult {
 pub async fn cancel_task(
     pool: &PgPool,
     publisher: &Publisher,
-    names: &AmqpSettings,
+    settings: &Settings,
     task_id: Uuid,
 ) -> anyhow::Result<CancelResult> {
+    let names = &settings.amqp;
     let sink = Sink {
         pool,
         publisher,
@@ -38,16 +40,14 @@ pub async fn cancel_task(
     if unheld::cancel_unstarted(sink, task_id).await? {
         return Ok(CancelResult::CancelledBeforeStart);
     }
-    send_control(
-        publisher,
-        names,
-        &ControlMessage::Cancel(Cancel { task_id }),
-    )
-    .await?;
+    let cancel = ControlMessage::Cancel(Cancel { task_id });
+    send_control_signed(publisher, names, &settings.control, &cancel).await?;
     Ok(CancelResult::CancelSent)
 }
 
-/// Publishes a control message to the control exchange (every worker gets it).
+/// Publishes a control message to the control exchange (every worker gets it), unsigned:
+/// for a fleet without `control.signing_keys` (v2 producers, tests). agentd's own
+/// producers use [`send_control_signed`].
 pub async fn send_control(
     publisher: &Publisher,
     names: &AmqpSettings,
@@ -58,5 +58,25 @@ pub async fn send_control(
         .with_type(message.kind().into());
     publisher
         .publish(&names.control_exchange, "", &message.body(), properties)
+        .await
+}
+
+/// Publishes a control message to the control exchange, signed with `control`'s own key
+/// when signing is on (unsigned otherwise, as v2).
+pub async fn send_control_signed(
+    publisher: &Publisher,
+    names: &AmqpSettings,
+    control: &ControlSettings,
+    message: &ControlMessage,
+) -> anyhow::Result<()> {
+    let body = message.body();
+    let properties = crate::amqp::signing::control_properties(
+        message,
+        &body,
+        control.signer(),
+        FieldTable::default(),
+    );
+    publisher
+        .publish(&names.control_exchange, "", &body, properties)
         .await
 }

@@ -13,10 +13,12 @@ use crate::core::retry::RetryPolicy;
 use crate::llm::LlmSettings;
 use crate::llm::secret::Secret;
 
+mod control;
 mod keys;
 mod load;
 mod ops;
 mod schedules;
+pub use control::{ControlSettings, Signer};
 pub use load::{
     BUILT_IN_DEFAULTS, BUILT_IN_DEV, BUILT_IN_PROMPT, DEFAULT_PROMPT_PATH, DEFAULTS_PATH, Extra,
 };
@@ -55,6 +57,9 @@ pub struct Settings {
     /// `[schedules]`: the fleet's scheduler (CONTRACT v3 §14).
     #[serde(default)]
     pub schedules: SchedulesSettings,
+    /// `[control]`: who may steer tasks (CONTRACT v3 §15).
+    #[serde(default)]
+    pub control: ControlSettings,
 }
 
 /// RabbitMQ connection and topology names (CONTRACT §2–3).
@@ -312,6 +317,8 @@ pub struct GatewaySettings {
     pub stream_buffer_bytes: usize,
     pub trace_page_recursions: usize,
     pub max_field_chars: usize,
+    /// Host names served without tokens besides the loopback ones (the DNS-rebinding rule).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for GatewaySettings {
@@ -327,6 +334,7 @@ impl Default for GatewaySettings {
             stream_buffer_bytes: 1024 * 1024,
             trace_page_recursions: 100,
             max_field_chars: 65_536,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -371,6 +379,7 @@ impl Settings {
         self.tools.validate()?;
         self.metrics.address()?;
         self.retention.validate()?;
+        self.control.validate()?;
         Ok(())
     }
 

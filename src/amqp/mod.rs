@@ -3,6 +3,7 @@
 
 pub mod broker;
 pub mod publisher;
+pub mod signing;
 pub mod subscriber;
 pub mod topology;
 

@@ -18,7 +18,7 @@ use crate::config::Settings;
 use crate::core::approval::{Decision, DecisionKind};
 use crate::store;
 use crate::store::approvals::ApprovalRow;
-use crate::worker::approvals::{Decided, decide};
+use crate::worker::approvals::{Decided, decide_verified};
 use crate::worker::unheld::Sink;
 
 /// The decision of `agentd approve`: as asked, `--edit` or `--respond`.
@@ -80,7 +80,17 @@ pub async fn run(
         exchange: &settings.amqp.events_exchange,
     };
     let queue = &settings.amqp.tasks_queue;
-    let decided = decide(sink, queue, task_id, tool_call_id, &decision).await;
+    // Verified: the OS user running the command (CONTRACT v3 §15), not $USER.
+    let verified = os_user();
+    let decided = decide_verified(
+        sink,
+        queue,
+        task_id,
+        tool_call_id,
+        &decision,
+        verified.as_deref(),
+    )
+    .await;
     super::control::close(&publisher).await;
     let kind = decision.kind.as_str();
     let code = match decided? {
@@ -106,6 +116,33 @@ pub async fn run(
         }
     };
     Ok(code)
+}
+
+/// The OS user this process runs as, as the system knows it (not `$USER`, which anyone
+/// sets): the owner of `/proc/self` named through `/etc/passwd`, `uid N` when it has no
+/// name there; `None` where there is no `/proc` (not Linux).
+pub fn os_user() -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let uid = std::fs::metadata("/proc/self").ok()?.uid();
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        Some(user_name(&passwd, uid).unwrap_or_else(|| format!("uid {uid}")))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// The name of `uid` in a passwd file's text.
+fn user_name(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id: u32 = fields.nth(1)?.parse().ok()?;
+        (id == uid && !name.is_empty()).then(|| name.to_owned())
+    })
 }
 
 /// Longest arguments text shown for a pending call, in characters.
@@ -184,6 +221,16 @@ fn shell_word(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_os_user_is_named_from_the_passwd_file() {
+        let passwd =
+            "root:x:0:0:root:/root:/bin/bash\n# comment\nana:x:1000:1000::/home/ana:/bin/sh\n";
+        assert_eq!(user_name(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(user_name(passwd, 1000).as_deref(), Some("ana"));
+        assert_eq!(user_name(passwd, 7), None);
+        assert!(os_user().is_some_and(|user| !user.is_empty()));
+    }
 
     #[test]
     fn a_call_id_becomes_one_shell_word() {

@@ -30,7 +30,7 @@ pub async fn run(settings: &Settings, task_id: Uuid) -> anyhow::Result<ExitCode>
         None => false,
     };
     let publisher = amqp::connect_declared(settings).await?;
-    let cancelled = cancel_task(&pool, &publisher, &settings.amqp, task_id).await;
+    let cancelled = cancel_task(&pool, &publisher, settings, task_id).await;
     super::control::close(&publisher).await;
     match cancelled? {
         CancelResult::CancelledBeforeStart if !known => {

@@ -11,14 +11,21 @@ use uuid::Uuid;
 
 use super::out::{errln, outln};
 use crate::amqp;
-use crate::cancel::send_control;
+use crate::cancel::send_control_signed;
 use crate::config::Settings;
 use crate::contract::ControlMessage;
+use crate::contract::control::Inject;
 use crate::core::budget::Budget;
 use crate::store::{self, tasks::TaskRow, tasks::status};
 
 /// Publishes `message` when its task can take it, and says what happened.
 pub async fn send(settings: &Settings, message: ControlMessage) -> anyhow::Result<ExitCode> {
+    if let ControlMessage::Inject(inject) = &message
+        && let Some(refusal) = Inject::refusal(&inject.text, settings.control.max_inject_bytes)
+    {
+        errln!("agentd: {refusal}; no inject sent");
+        return Ok(ExitCode::FAILURE);
+    }
     let pool = store::connect(&settings.database.url, 1).await?;
     let task = store::tasks::get(&pool, message.task_id()).await;
     pool.close().await;
@@ -27,7 +34,8 @@ pub async fn send(settings: &Settings, message: ControlMessage) -> anyhow::Resul
         return Ok(ExitCode::FAILURE);
     }
     let publisher = amqp::connect_declared(settings).await?;
-    let sent = send_control(&publisher, &settings.amqp, &message).await;
+    let (names, control) = (&settings.amqp, &settings.control);
+    let sent = send_control_signed(&publisher, names, control, &message).await;
     close(&publisher).await;
     sent?;
     outln!("{} sent for {}", message.kind(), message.task_id())?;

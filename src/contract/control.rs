@@ -36,6 +36,22 @@ pub struct Inject {
     pub text: String,
 }
 
+impl Inject {
+    /// Why the guidance cannot be sent: blank, or longer than `max_bytes` (UTF-8 bytes,
+    /// `control.max_inject_bytes`: guidance stays in every later prompt of the task).
+    pub fn refusal(text: &str, max_bytes: usize) -> Option<String> {
+        if text.trim().is_empty() {
+            return Some("text must not be blank".into());
+        }
+        (text.len() > max_bytes).then(|| {
+            format!(
+                "the text has {} bytes, more than control.max_inject_bytes ({max_bytes})",
+                text.len()
+            )
+        })
+    }
+}
+
 /// `approval`: a person's decision about a gated tool call (CONTRACT §7). The first
 /// decision for a call wins; later ones change nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -267,6 +283,17 @@ mod tests {
                 Err(ControlError::Invalid { .. })
             ));
         }
+    }
+
+    #[test]
+    fn guidance_is_refused_blank_or_over_the_cap() {
+        assert_eq!(Inject::refusal("go on", 5), None);
+        assert!(Inject::refusal(" \n", 5).is_some_and(|r| r.contains("blank")));
+        let over = Inject::refusal("é too", 5).expect("6 bytes");
+        assert!(
+            over.contains("6 bytes") && over.contains("max_inject_bytes"),
+            "{over}"
+        );
     }
 
     #[test]

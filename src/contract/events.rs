@@ -388,6 +388,11 @@ pub struct ApprovalDecided {
     /// An edit's arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
+    /// Who decided as agentd knows it (CONTRACT v3 §15): the key that signed the control
+    /// message, the gateway token's tenant and note, the CLI's OS user, `agentd` for an
+    /// expiry; null when nothing verified it (`by` is then what the decider typed).
+    #[serde(default)]
+    pub verified_by: Option<String>,
 }
 
 /// `input.injected`: guidance from an `inject` reached the task.

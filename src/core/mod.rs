@@ -24,6 +24,7 @@ mod reasoning;
 pub mod record;
 pub mod retry;
 pub mod schedule;
+pub mod signing;
 pub mod stall;
 pub mod state;
 pub mod storable;

@@ -1,7 +1,13 @@
 //! Who may talk to the gateway. With `gateway.tokens` configured, every `/v1` request needs
 //! `Authorization: Bearer TOKEN` (the event stream also accepts `?access_token=TOKEN`,
 //! because a browser's EventSource cannot set headers). Without tokens the gateway is
-//! loopback-only: it refuses to bind anything else, and answers 403 to non-loopback peers.
+//! loopback-only: it refuses to bind anything else, answers 403 to non-loopback peers, and
+//! 403 `host_not_allowed` to a request whose `Host` is not a loopback name (`localhost`,
+//! `*.localhost`, a loopback address, or one of `gateway.allowed_hosts`): a web page the
+//! user opens cannot drive it by DNS rebinding, since its requests carry the page's name.
+//!
+//! A request with a known token carries a [`Caller`]: who it is as far as the gateway
+//! verified it, kept with the decisions it records (CONTRACT v3 §15).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -47,6 +53,25 @@ pub fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()
 }
 
+/// Who made a request, as the gateway verified it: the token's tenant (`*` for the static
+/// `gateway.tokens`) and, standing for its note, the first 8 hex digits of its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub verified_by: String,
+}
+
+impl Caller {
+    /// The caller of a static `gateway.tokens` token.
+    fn of_static_token(token: &Secret) -> Self {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(token.expose().as_bytes());
+        let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        Self {
+            verified_by: format!("* (gateway token sha256:{short})"),
+        }
+    }
+}
+
 /// Compares without an early exit, so the time taken does not reveal how much matched.
 fn same_bytes(left: &[u8], right: &[u8]) -> bool {
     if left.len() != right.len() {
@@ -83,32 +108,39 @@ fn query_token(request: &Request) -> Option<String> {
         .access_token
 }
 
-fn check_token(state: &AppState, presented: Option<&str>) -> Result<(), ApiError> {
+fn check_token(state: &AppState, presented: Option<&str>) -> Result<Caller, ApiError> {
     let Some(presented) = presented else {
         return Err(ApiError::unauthorized(
             "missing bearer token (Authorization: Bearer TOKEN)",
         ));
     };
-    let known = state.tokens().iter().fold(false, |hit, token| {
-        hit | same_bytes(token.expose().as_bytes(), presented.as_bytes())
+    // Every token is compared (no early exit); the last that matches names the caller.
+    let known = state.tokens().iter().fold(None, |hit, token| {
+        match same_bytes(token.expose().as_bytes(), presented.as_bytes()) {
+            true => Some(token),
+            false => hit,
+        }
     });
     match known {
-        true => Ok(()),
-        false => Err(ApiError::unauthorized("unknown bearer token")),
+        Some(token) => Ok(Caller::of_static_token(token)),
+        None => Err(ApiError::unauthorized("unknown bearer token")),
     }
 }
 
 /// Middleware for `/v1` routes: a configured token in the Authorization header.
 pub async fn require_token(
     State(state): State<AppState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if state.tokens().is_empty() {
         return next.run(request).await;
     }
     match check_token(&state, bearer(&request)) {
-        Ok(()) => next.run(request).await,
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
         Err(err) => err.into_response(),
     }
 }
@@ -125,7 +157,7 @@ pub async fn require_token_or_query(
     let from_query = query_token(&request);
     let presented = bearer(&request).map(str::to_owned).or(from_query);
     match check_token(&state, presented.as_deref()) {
-        Ok(()) => next.run(request).await,
+        Ok(_) => next.run(request).await,
         Err(err) => err.into_response(),
     }
 }
@@ -143,15 +175,86 @@ pub async fn loopback_only(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip());
-    match peer {
-        Some(ip) if is_loopback(ip) => next.run(request).await,
-        _ => ApiError::new(
+    if !peer.is_some_and(is_loopback) {
+        return ApiError::new(
             axum::http::StatusCode::FORBIDDEN,
             "loopback_only",
             "no gateway.tokens are configured, so only loopback clients are served",
         )
-        .into_response(),
+        .into_response();
     }
+    let host = request_host(&request);
+    let allowed = &state.settings().gateway.allowed_hosts;
+    match host.as_deref() {
+        Some(host) if host_allowed(host, allowed) => next.run(request).await,
+        _ => {
+            let named = host.as_deref().map_or_else(
+                || "a request without a Host header".to_owned(),
+                |host| format!("Host {}", crate::core::bounded::quote(host)),
+            );
+            ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "host_not_allowed",
+                format!(
+                    "{named} is not a loopback name: without gateway.tokens the gateway serves \
+                     only requests addressed to localhost, 127.0.0.1 or [::1] (a web page must \
+                     not reach it by DNS rebinding); add the name to gateway.allowed_hosts or \
+                     configure gateway.tokens"
+                ),
+            )
+            .into_response()
+        }
+    }
+}
+
+/// The host a request is addressed to: its `Host` header, or the authority of an
+/// absolute-form request target.
+fn request_host(request: &Request) -> Option<String> {
+    if let Some(host) = request.headers().get(header::HOST) {
+        return host.to_str().ok().map(str::to_owned);
+    }
+    request.uri().authority().map(|a| a.as_str().to_owned())
+}
+
+/// Whether `host` (a Host header: a name or address, maybe with a port) names this machine's
+/// loopback: `localhost`, a `*.localhost` name (RFC 6761), a loopback IPv4 or IPv6 address,
+/// or one of `extra` (compared without case).
+pub fn host_allowed(host: &str, extra: &[String]) -> bool {
+    let host = host.trim();
+    let name = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((address, port))
+                if port.is_empty() || (port.starts_with(':') && is_port(port)) =>
+            {
+                address
+            }
+            _ => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if is_port(port) => name,
+            Some(_) => return false,
+            None => host,
+        },
+    };
+    let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+    if name.is_empty() {
+        return false;
+    }
+    if name == "localhost" || name.ends_with(".localhost") {
+        return true;
+    }
+    if let Ok(ip) = name.parse::<IpAddr>() {
+        return is_loopback(ip);
+    }
+    extra
+        .iter()
+        .any(|allowed| allowed.eq_ignore_ascii_case(&name))
+}
+
+/// `:PORT` after a host: digits only.
+fn is_port(text: &str) -> bool {
+    let digits = text.strip_prefix(':').unwrap_or(text);
+    !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -183,6 +286,45 @@ mod tests {
         assert!(same_bytes(b"secret", b"secret"));
         assert!(!same_bytes(b"secret", b"secreT"));
         assert!(!same_bytes(b"secret", b"secret2"));
+    }
+
+    #[test]
+    fn only_loopback_host_names_pass_without_tokens() {
+        let none: &[String] = &[];
+        for host in [
+            "localhost",
+            "localhost:8787",
+            "LOCALHOST.:8787",
+            "app.localhost:3000",
+            "127.0.0.1",
+            "127.0.0.1:8787",
+            "127.8.9.10:1",
+            "[::1]",
+            "[::1]:8787",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(host_allowed(host, none), "{host}");
+        }
+        for host in [
+            "rebind.evil.example",
+            "rebind.evil.example:8787",
+            "localhost.evil.example",
+            "evil-localhost",
+            "10.0.0.1:8787",
+            "0.0.0.0:8787",
+            "[::2]:8787",
+            "[::1]x",
+            "localhost:port",
+            "localhost:8787:1",
+            "",
+            ":8787",
+            "127.0.0.1.nip.io",
+        ] {
+            assert!(!host_allowed(host, none), "{host}");
+        }
+        let extra = ["agentd.test".to_owned()];
+        assert!(host_allowed("AgentD.test:8787", &extra));
+        assert!(!host_allowed("other.test", &extra));
     }
 
     #[test]

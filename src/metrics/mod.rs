@@ -217,6 +217,11 @@ pub fn observe_dead_letter() {
     counter!(DEAD_LETTERS).increment(1);
 }
 
+/// Counts a control message dropped unapplied, by reason (`core::signing::Rejection`).
+pub fn control_rejected(reason: &'static str) {
+    counter!(CONTROL_REJECTED, "reason" => reason).increment(1);
+}
+
 /// Awaits an event publish and records how long it took and whether it was confirmed.
 pub async fn time_publish<T, E>(publish: impl Future<Output = Result<T, E>>) -> Result<T, E> {
     let started = Instant::now();

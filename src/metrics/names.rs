@@ -57,6 +57,10 @@ pub const PRUNED_TASKS: &str = "agentd_pruned_tasks_total";
 /// Histogram: duration of one periodic prune.
 pub const PRUNE_DURATION: &str = "agentd_prune_duration_seconds";
 
+/// Counter {reason}: control messages dropped unapplied (unsigned, unknown_key,
+/// bad_signature, wrong_tenant, invalid), counted once per message (CONTRACT v3 §15).
+pub const CONTROL_REJECTED: &str = "agentd_control_rejected_total";
+
 /// The action types of seed 002 (anything else is labelled `other`, none is `none`).
 pub const ACTION_TYPES: [&str; 4] = ["CALL_TOOL", "RE_PLAN", "REFLECT", "ANSWER"];
 /// The `task.failed` reasons of CONTRACT §3.
@@ -110,4 +114,8 @@ pub(super) fn describe() {
     describe_counter!(MCP_RESTARTS, "MCP server restarts");
     describe_counter!(PRUNED_TASKS, "Ended tasks removed by the periodic prune");
     describe_histogram!(PRUNE_DURATION, Unit::Seconds, "Periodic prune duration");
+    describe_counter!(
+        CONTROL_REJECTED,
+        "Control messages dropped unapplied, by reason"
+    );
 }

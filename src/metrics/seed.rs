@@ -61,6 +61,9 @@ pub(super) fn fixed() {
             counter!(BUDGET_BREACHES, "limit" => limit, "action" => action).increment(0);
         }
     }
+    for reason in crate::core::signing::Rejection::ALL {
+        counter!(CONTROL_REJECTED, "reason" => reason.as_str()).increment(0);
+    }
     tools();
     llm();
 }

@@ -33,6 +33,8 @@ pub struct ApprovalRow {
     pub result: Option<Value>,
     pub reason: Option<String>,
     pub decided_by: Option<String>,
+    /// Who decided as agentd verified it (CONTRACT v3 §15); null when nothing did.
+    pub decided_by_verified: Option<String>,
     pub decided_at: Option<DateTime<Utc>>,
 }
 
@@ -51,7 +53,7 @@ impl ApprovalRow {
 }
 
 const COLUMNS: &str = "task_id, tool_call_id, trace_id, name, arguments, effect, requested_at, \
-     expires_at, decision, arguments_edited, result, reason, decided_by, decided_at";
+     expires_at, decision, arguments_edited, result, reason, decided_by, decided_by_verified, decided_at";
 
 /// The approval rows of one recursion's calls.
 pub async fn of_recursion(pool: &PgPool, trace_id: Uuid) -> sqlx::Result<Vec<ApprovalRow>> {
@@ -125,6 +127,7 @@ pub async fn decide(
     task_id: Uuid,
     tool_call_id: &str,
     decision: &Decision,
+    verified_by: Option<&str>,
     resume: bool,
 ) -> sqlx::Result<Recorded> {
     let task: Option<(String, Option<String>, Option<Uuid>, i32)> = sqlx::query_as(
@@ -139,7 +142,7 @@ pub async fn decide(
     };
     let recorded: Option<(Uuid,)> = sqlx::query_as(
         "UPDATE approvals SET decision = $3, arguments_edited = $4, result = $5, reason = $6, \
-                decided_by = $7, decided_at = now() \
+                decided_by = $7, decided_by_verified = $9, decided_at = now() \
          WHERE task_id = $1 AND tool_call_id = $2 AND decision IS NULL \
            AND $8 = 'waiting' \
          RETURNING trace_id",
@@ -152,6 +155,7 @@ pub async fn decide(
     .bind(decision.reason.as_deref())
     .bind(decision.by.as_deref())
     .bind(status.as_str())
+    .bind(verified_by)
     .fetch_optional(&mut *conn)
     .await?;
     if recorded.is_none() {

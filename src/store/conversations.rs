@@ -12,6 +12,10 @@
 //! sequence, breaks ties. A turn runs only when no earlier turn is unended (pending,
 //! running or waiting) and no other turn holds the conversation; a claimed turn holds it
 //! only once admitted (`tasks.admitted_at`).
+//!
+//! A conversation belongs to one agent and one tenant (CONTRACT v3 §15), recorded in
+//! `conversations` by its first admitted turn ([`claim_owner`]); a turn of another agent or
+//! tenant is rejected before it sees anything of it.
 
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
@@ -56,6 +60,49 @@ pub async fn blocker(
     .bind(task_id)
     .fetch_optional(conn)
     .await
+}
+
+/// The tenant every conversation belongs to until tasks carry one (CONTRACT v3 §15).
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Who a conversation belongs to: the agent and tenant of its first admitted turn.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Owner {
+    pub agent_id: Uuid,
+    pub tenant_id: String,
+}
+
+/// Makes `agent_id` and `tenant_id` the conversation's owner unless it has one, and returns
+/// its owner. Under the conversation's lock.
+pub async fn claim_owner(
+    conn: &mut PgConnection,
+    conversation_id: Uuid,
+    agent_id: Uuid,
+    tenant_id: &str,
+) -> sqlx::Result<Owner> {
+    sqlx::query_as(
+        "WITH claimed AS ( \
+             INSERT INTO conversations (conversation_id, agent_id, tenant_id) \
+             VALUES ($1, $2, $3) ON CONFLICT (conversation_id) DO NOTHING \
+             RETURNING agent_id, tenant_id) \
+         SELECT agent_id, tenant_id FROM claimed \
+         UNION ALL \
+         SELECT agent_id, tenant_id FROM conversations WHERE conversation_id = $1 \
+         LIMIT 1",
+    )
+    .bind(conversation_id)
+    .bind(agent_id)
+    .bind(tenant_id)
+    .fetch_one(conn)
+    .await
+}
+
+/// The owner of a conversation, `None` when no turn of it was admitted yet.
+pub async fn owner(pool: &PgPool, conversation_id: Uuid) -> sqlx::Result<Option<Owner>> {
+    sqlx::query_as("SELECT agent_id, tenant_id FROM conversations WHERE conversation_id = $1")
+        .bind(conversation_id)
+        .fetch_optional(pool)
+        .await
 }
 
 /// Whether the turn was admitted already (a task resumed after its worker died).

@@ -18,6 +18,7 @@ pub mod reconcile;
 pub mod replay;
 pub mod replies;
 pub mod schedules;
+pub mod steering;
 pub mod step;
 pub mod task_list;
 pub mod tasks;

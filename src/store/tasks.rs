@@ -370,26 +370,29 @@ pub async fn get(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<TaskRow>> 
     .await
 }
 
-/// The earlier turns of a conversation: its other tasks that ended (rejected ones aside),
-/// the `limit` that ended last, in the order they ended. Turns run one at a time
-/// (`conversation_policy`), so these are the turns that ran before this one.
+/// The earlier turns of a conversation: its other tasks of `agent_id` that ended (rejected
+/// ones aside), the `limit` that ended last, in the order they ended. Turns run one at a
+/// time (`conversation_policy`), so these are the turns that ran before this one. Another
+/// agent's task never shows (a conversation belongs to one agent: `store::conversations`).
 pub async fn conversation_turns(
     pool: &PgPool,
     conversation_id: Uuid,
     task_id: Uuid,
+    agent_id: Uuid,
     limit: i64,
 ) -> sqlx::Result<Vec<crate::core::machine::ConversationTurn>> {
     let rows: Vec<(Uuid, Option<String>, Option<String>, String)> = sqlx::query_as(
         "SELECT task_id, input, answer, status FROM ( \
              SELECT task_id, input, answer, status, finished_at FROM tasks \
              WHERE conversation_id = $1 AND task_id <> $2 AND finished_at IS NOT NULL \
-               AND status <> 'rejected' \
+               AND status <> 'rejected' AND agent_id = $4 \
              ORDER BY finished_at DESC LIMIT $3) AS recent \
          ORDER BY finished_at",
     )
     .bind(conversation_id)
     .bind(task_id)
     .bind(limit)
+    .bind(agent_id)
     .fetch_all(pool)
     .await?;
     Ok(rows

@@ -62,9 +62,35 @@ pub async fn decide(
     tool_call_id: &str,
     decision: &Decision,
 ) -> anyhow::Result<Decided> {
+    decide_verified(sink, tasks_queue, task_id, tool_call_id, decision, None).await
+}
+
+/// [`decide`], with who decided as agentd verified it (CONTRACT v3 §15): kept in
+/// `approvals.decided_by_verified` and `approval.decided`'s `verified_by`. `None`: nothing
+/// verified the decider (an unsigned control message, a gateway without tokens).
+pub async fn decide_verified(
+    sink: Sink<'_>,
+    tasks_queue: &str,
+    task_id: Uuid,
+    tool_call_id: &str,
+    decision: &Decision,
+    verified_by: Option<&str>,
+) -> anyhow::Result<Decided> {
     let decision = storable_decision(decision);
     let tool_call_id = storable::text(tool_call_id);
-    record(sink, tasks_queue, task_id, &tool_call_id, &decision, None).await
+    let verified_by = verified_by.map(storable::text);
+    let decided = Decider {
+        decision: &decision,
+        verified_by: verified_by.as_deref(),
+    };
+    record(sink, tasks_queue, task_id, &tool_call_id, decided, None).await
+}
+
+/// A decision with who decided as agentd verified it.
+#[derive(Clone, Copy)]
+struct Decider<'a> {
+    decision: &'a Decision,
+    verified_by: Option<&'a str>,
 }
 
 /// `decision` with every NUL replaced.
@@ -85,12 +111,24 @@ async fn record(
     tasks_queue: &str,
     task_id: Uuid,
     tool_call_id: &str,
-    decision: &Decision,
+    decider: Decider<'_>,
     fail: Option<&str>,
 ) -> anyhow::Result<Decided> {
+    let Decider {
+        decision,
+        verified_by,
+    } = decider;
     let mut tx = sink.pool.begin().await?;
     let resume = fail.is_none();
-    let recorded = approvals::decide(&mut tx, task_id, tool_call_id, decision, resume).await?;
+    let recorded = approvals::decide(
+        &mut tx,
+        task_id,
+        tool_call_id,
+        decision,
+        verified_by,
+        resume,
+    )
+    .await?;
     let (agent_id, iterations, resumed) = match recorded {
         Recorded::Decided {
             agent_id,
@@ -112,6 +150,7 @@ async fn record(
         by: decision.by.clone(),
         reason: decision.reason.clone(),
         arguments: decision.arguments.clone(),
+        verified_by: verified_by.map(str::to_owned),
     })];
     if let Some(error) = fail {
         let reason = FailReason::ApprovalExpired;
@@ -183,8 +222,12 @@ pub async fn expire_once(
         let fail = (on_expiry == OnExpiry::Fail).then_some(error.as_str());
         let (task_id, call) = (request.task_id, request.tool_call_id.as_str());
         // The first decision wins: a person (or another worker's pass) may have come first.
+        let decider = Decider {
+            decision: &decision,
+            verified_by: Some("agentd"),
+        };
         if let Decided::Recorded { .. } =
-            record(sink, tasks_queue, task_id, call, &decision, fail).await?
+            record(sink, tasks_queue, task_id, call, decider, fail).await?
         {
             tracing::info!(%task_id, tool_call_id = call, ?on_expiry, "approval request expired");
             decided += 1;

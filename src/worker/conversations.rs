@@ -75,6 +75,17 @@ pub async fn admit(
     }
     let mut tx = deps.pool.begin().await?;
     conversations::lock(&mut tx, conversation_id).await?;
+    // A conversation belongs to one agent and tenant (CONTRACT v3 §15): another's turn is
+    // rejected before it sees anything of it. Tasks carry no tenant yet: `default`.
+    let tenant = conversations::DEFAULT_TENANT;
+    let owner =
+        conversations::claim_owner(&mut tx, conversation_id, agent.agent_id, tenant).await?;
+    if let Some(reason) = foreign_turn(conversation_id, &owner, agent.agent_id, tenant) {
+        tx.commit().await?;
+        tracing::warn!(%task_id, %conversation_id, %reason, "turn of another agent or tenant rejected");
+        unheld::reject_taken(deps, task_id, Some(agent.agent_id), &reason).await?;
+        return Ok(Admission::Rejected(reason));
+    }
     if conversations::admitted(&mut tx, task_id).await? {
         tx.commit().await?;
         return Ok(Admission::Run);
@@ -109,6 +120,29 @@ pub async fn admit(
     let sink = Sink::of(deps);
     store_events(sink, tx, task_id, Some(agent.agent_id), 0, vec![waiting]).await?;
     Ok(Admission::Parked)
+}
+
+/// Why a turn of `agent_id` and `tenant` may not join a conversation that `owner` holds,
+/// `None` when it may.
+pub fn foreign_turn(
+    conversation_id: Uuid,
+    owner: &conversations::Owner,
+    agent_id: Uuid,
+    tenant: &str,
+) -> Option<String> {
+    if owner.agent_id != agent_id {
+        return Some(format!(
+            "conversation {conversation_id} belongs to another agent ({}): a conversation_id \
+             names one agent's conversation (use a new conversation_id)",
+            owner.agent_id
+        ));
+    }
+    (owner.tenant_id != tenant).then(|| {
+        format!(
+            "conversation {conversation_id} belongs to another tenant: a conversation_id names \
+             one tenant's conversation (use a new conversation_id)"
+        )
+    })
 }
 
 /// Frees the next turn of `conversation_id` if it is parked and nothing holds the
@@ -171,4 +205,23 @@ async fn sweep_once(pool: &PgPool, publisher: &Publisher, tasks_queue: &str) -> 
         free_next(pool, publisher, tasks_queue, conversation_id).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_joins_only_its_own_agents_and_tenants_conversation() {
+        let (conversation, agent, other) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let owner = conversations::Owner {
+            agent_id: agent,
+            tenant_id: "default".into(),
+        };
+        assert_eq!(foreign_turn(conversation, &owner, agent, "default"), None);
+        let reason = foreign_turn(conversation, &owner, other, "default").expect("other agent");
+        assert!(reason.contains("another agent") && reason.contains(&agent.to_string()));
+        let reason = foreign_turn(conversation, &owner, agent, "acme").expect("other tenant");
+        assert!(reason.contains("another tenant") && !reason.contains("default"));
+    }
 }

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::deps::WorkerDeps;
 use crate::amqp::Publisher;
-use crate::cancel::send_control;
+use crate::cancel::send_control_signed;
 use crate::contract::control::Cancel;
 use crate::contract::{ControlMessage, TaskMessage};
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolSpec};
@@ -279,7 +279,7 @@ pub async fn free_parent(
 pub async fn cancel_children(deps: &WorkerDeps, parent: Uuid) -> anyhow::Result<()> {
     for child in children::running_children(&deps.pool, parent).await? {
         let cancel = ControlMessage::Cancel(Cancel { task_id: child });
-        send_control(&deps.publisher, &deps.names, &cancel).await?;
+        send_control_signed(&deps.publisher, &deps.names, &deps.control, &cancel).await?;
         tracing::info!(%parent, %child, "child cancelled with its parent");
     }
     Ok(())

@@ -254,6 +254,10 @@ async fn take(
             Claim::Resume(point) => return Ok(Some(Start::Resumed(point))),
             Claim::Ended(_) => {
                 tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
+                // A cancel that came first left a tombstone: it found its task, which is
+                // kept from now on like any cancelled one (store::steering).
+                let (pool, input) = (&deps.pool, spec.input.as_str());
+                store::steering::adopt_tombstone(pool, spec.task_id, spec.agent_id, input).await?;
                 // Its runner may have died before its last events were confirmed.
                 let (publisher, exchange) = (&deps.publisher, &deps.names.events_exchange);
                 outbox::flush_ended(&deps.pool, publisher, exchange, spec.task_id).await?;
@@ -299,6 +303,7 @@ async fn task_info(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> sqlx::R
                 &deps.pool,
                 conversation_id,
                 spec.task_id,
+                agent.agent_id,
                 CONVERSATION_TURNS,
             )
             .await?

@@ -62,4 +62,6 @@ pub struct WorkerDeps {
     /// recursion keeps.
     pub max_delta_bytes: usize,
     pub max_delta_events: usize,
+    /// `[control]`: the keys control messages are signed with (CONTRACT v3 §15).
+    pub control: Arc<crate::config::ControlSettings>,
 }

@@ -97,6 +97,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         telemetry: crate::otel::Telemetry::disabled(),
         max_delta_bytes: settings.llm.max_delta_bytes,
         max_delta_events: settings.llm.max_delta_events,
+        control: Arc::new(settings.control.clone()),
     })
 }
 
@@ -174,6 +175,11 @@ fn spawn_sidecars(
         settings,
         deps.publisher.clone(),
         deps.worker_id,
+        shutdown.clone(),
+    ));
+    loops.push(control::spawn_tombstone_sweep(
+        deps.pool.clone(),
+        settings.control.tombstone_secs,
         shutdown.clone(),
     ));
     loops.push(approvals::spawn_expiry(

@@ -51,10 +51,26 @@ pub(super) fn control_message(message: &Message) -> Value {
         "description": format!(
             "Persistent JSON, AMQP `type` = `{}`. Every worker receives it; the one holding \
             the task acts on it, and a message published while no worker runs waits in \
-            agentd.control.pending.",
+            agentd.control.pending. With control.signing_keys configured (CONTRACT v3 §15) \
+            it is applied only when signed: headers x-agentd-key-id and x-agentd-signature \
+            (lowercase hex HMAC-SHA256 of the body under that key).",
             message.name
         ),
         "contentType": "application/json",
+        "headers": {
+            "type": "object",
+            "properties": {
+                crate::core::signing::KEY_ID_HEADER: {
+                    "type": "string",
+                    "description": "The id of the key the message is signed with (control.signing_keys)."
+                },
+                crate::core::signing::SIGNATURE_HEADER: {
+                    "type": "string",
+                    "pattern": "^[0-9a-fA-F]{64}$",
+                    "description": "Hex HMAC-SHA256 of the exact body bytes under that key's secret."
+                }
+            }
+        },
         "payload": message.payload,
         "bindings": {"amqp": {"messageType": message.name, "bindingVersion": AMQP_BINDING}},
     })

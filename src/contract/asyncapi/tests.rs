@@ -133,6 +133,7 @@ fn sample(kind: EventType) -> EventData {
             by: Some("ana".into()),
             reason: Some("wrong address".into()),
             arguments: None,
+            verified_by: Some("ops-key".into()),
         }),
         EventType::InputInjected => EventData::InputInjected(InputInjected {
             text: "prefer metric units".into(),

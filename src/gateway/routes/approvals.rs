@@ -13,9 +13,10 @@ use uuid::Uuid;
 
 use crate::core::approval::{Decision, DecisionKind};
 use crate::gateway::AppState;
+use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::store::approvals::{self, ApprovalRow};
-use crate::worker::approvals::{Decided, decide};
+use crate::worker::approvals::{Decided, decide_verified};
 use crate::worker::unheld::Sink;
 
 /// Body of `POST /v1/tasks/{task_id}/approvals/{tool_call_id}`.
@@ -93,6 +94,7 @@ pub struct ApprovalList {
 )]
 pub async fn decide_call(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
     ApiPath((task_id, tool_call_id)): ApiPath<(Uuid, String)>,
     ApiJson(body): ApiJson<DecisionBody>,
 ) -> Result<Json<DecisionRecorded>, ApiError> {
@@ -111,9 +113,19 @@ pub async fn decide_call(
         exchange: &amqp.events_exchange,
     };
     // `decide` makes what the person typed storable; a failure is blamed on what failed.
-    let decided = decide(sink, &amqp.tasks_queue, task_id, &tool_call_id, &decision)
-        .await
-        .map_err(|err| ApiError::from_failure(&err))?;
+    // Verified: the token's caller (CONTRACT v3 §15); without tokens nothing is verified.
+    let verified = caller.map(|axum::Extension(caller)| caller.verified_by);
+    let queue = &amqp.tasks_queue;
+    let decided = decide_verified(
+        sink,
+        queue,
+        task_id,
+        &tool_call_id,
+        &decision,
+        verified.as_deref(),
+    )
+    .await
+    .map_err(|err| ApiError::from_failure(&err))?;
     match decided {
         Decided::Recorded { resumed } => Ok(Json(DecisionRecorded {
             task_id,

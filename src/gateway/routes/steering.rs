@@ -12,7 +12,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::cancel::send_control;
+use crate::cancel::send_control_signed;
 use crate::contract::ControlMessage;
 use crate::contract::control::{Inject, Pause, Resume};
 use crate::core::budget::Budget;
@@ -108,9 +108,15 @@ async fn publish(
     message: ControlMessage,
 ) -> Result<(StatusCode, Json<ControlSent>), ApiError> {
     let kind = message.kind();
-    send_control(state.publisher(), &state.settings().amqp, &message)
-        .await
-        .map_err(|err| ApiError::broker_unavailable(&err))?;
+    let settings = state.settings();
+    send_control_signed(
+        state.publisher(),
+        &settings.amqp,
+        &settings.control,
+        &message,
+    )
+    .await
+    .map_err(|err| ApiError::broker_unavailable(&err))?;
     let sent = ControlSent {
         task_id,
         sent: kind,
@@ -197,6 +203,7 @@ pub async fn resume_task(
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such task (task_not_found)", body = ErrorBody),
         (status = 409, description = "The task has already ended (task_finished)", body = ErrorBody),
+        (status = 413, description = "Text longer than control.max_inject_bytes (inject_too_large)", body = ErrorBody),
         (status = 422, description = "Blank text", body = ErrorBody),
         (status = 503, description = "The broker did not take it", body = ErrorBody),
     ),
@@ -207,8 +214,17 @@ pub async fn inject_task(
     ApiPath(task_id): ApiPath<Uuid>,
     ApiJson(body): ApiJson<InjectBody>,
 ) -> Result<(StatusCode, Json<ControlSent>), ApiError> {
-    if body.text.trim().is_empty() {
-        return Err(ApiError::invalid_body("text must not be blank"));
+    let max_bytes = state.settings().control.max_inject_bytes;
+    match Inject::refusal(&body.text, max_bytes) {
+        None => {}
+        Some(reason) if body.text.trim().is_empty() => return Err(ApiError::invalid_body(reason)),
+        Some(reason) => {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "inject_too_large",
+                reason,
+            ));
+        }
     }
     let inject = Inject {
         task_id,

@@ -130,6 +130,7 @@ impl CreateTask {
         (status = 400, description = "Malformed JSON, or a cost limit for a model without a price (no_price)", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "Unknown agent (agent_not_found)", body = ErrorBody),
+        (status = 409, description = "The conversation_id belongs to another agent (conversation_of_another_agent)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not application/json", body = ErrorBody),
         (status = 422, description = "Invalid fields", body = ErrorBody),
@@ -149,6 +150,21 @@ pub async fn create_task(
         ));
     };
     super::budget::check_task_budget(state.settings(), body.budget.as_ref(), &agent)?;
+    // A conversation belongs to one agent (CONTRACT v3 §15): refused here rather than
+    // rejected by a worker.
+    if let Some(conversation_id) = body.conversation_id
+        && let Some(owner) = store::conversations::owner(state.pool(), conversation_id).await?
+        && owner.agent_id != body.agent_id
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conversation_of_another_agent",
+            format!(
+                "conversation {conversation_id} belongs to another agent: a conversation_id \
+                 names one agent's conversation (use a new conversation_id)"
+            ),
+        ));
+    }
     let task_id = Uuid::now_v7();
     // Made storable at the door, as the worker does: the row and the message agree.
     let task = TaskMessage {
@@ -351,14 +367,10 @@ pub async fn cancel_task(
             format!("task {task_id} has already ended ({})", task.status),
         ));
     }
-    let result = crate::cancel::cancel_task(
-        state.pool(),
-        state.publisher(),
-        &state.settings().amqp,
-        task_id,
-    )
-    .await
-    .map_err(|err| ApiError::from_failure(&err))?;
+    let result =
+        crate::cancel::cancel_task(state.pool(), state.publisher(), state.settings(), task_id)
+            .await
+            .map_err(|err| ApiError::from_failure(&err))?;
     let (code, outcome) = match result {
         CancelResult::CancelledBeforeStart => (StatusCode::OK, "cancelled"),
         CancelResult::CancelSent => (StatusCode::ACCEPTED, "cancel_sent"),

@@ -11,17 +11,20 @@
 //!   A message published while no worker runs waits there for the first one.
 //!
 //! Both loops reconnect when the broker connection is lost, until shutdown. What a control
-//! message that cannot be applied becomes is `pending.rs`'s rule.
+//! message that cannot be applied becomes is `pending.rs`'s rule; which messages are
+//! applied at all (signatures, tenants, the inject cap) is `verify.rs`'s.
 
 mod pending;
+mod tombstones;
+mod verify;
 
 pub use pending::drain_pending;
+pub use tombstones::spawn_sweep as spawn_tombstone_sweep;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use lapin::BasicProperties;
 use lapin::message::Delivery;
 use lapin::types::{AMQPValue, FieldTable};
 use tokio::task::JoinHandle;
@@ -32,9 +35,10 @@ use super::deps::WorkerDeps;
 use super::running::RunningTasks;
 use super::unheld::{self, Sink};
 use crate::amqp::subscriber::Next;
-use crate::amqp::{self, Broker};
+use crate::amqp::{self, Broker, signing};
 use crate::contract::ControlMessage;
 use crate::core::bounded;
+use verify::Received;
 
 /// Control messages handled at once from the shared queue.
 const PENDING_PREFETCH: u16 = 16;
@@ -105,18 +109,6 @@ async fn next(
     }
 }
 
-fn parse(delivery: &Delivery) -> Option<ControlMessage> {
-    let kind = delivery.properties.kind().as_ref().map(|k| k.as_str());
-    match ControlMessage::parse(kind, &delivery.data) {
-        Ok(message) => Some(message),
-        Err(err) => {
-            let error = bounded::reason(&err.to_string()).into_owned();
-            tracing::warn!(%error, "control message ignored");
-            None
-        }
-    }
-}
-
 async fn listen_own(
     deps: &WorkerDeps,
     channel: &lapin::Channel,
@@ -129,10 +121,22 @@ async fn listen_own(
         .context("declaring the worker's control queue")?;
     let mut consumer = amqp::subscriber::consume_exclusive(channel, &queue).await?;
     while let Some(delivery) = next(&mut consumer, channel, shutdown).await? {
-        let Some(message) = parse(&delivery) else {
+        // The fanout's copy is also read from the pending queue, which counts a refusal; a
+        // forwarded one only comes here.
+        let counted = forwarded(&delivery);
+        let Some(received) = verify::read(deps, &delivery, counted) else {
             continue;
         };
-        match message {
+        let steers = match &received.message {
+            ControlMessage::Cancel(_) | ControlMessage::Pause(_) => true,
+            ControlMessage::Inject(_) => counted,
+            ControlMessage::Resume(_) | ControlMessage::Approval(_) => false,
+        };
+        if steers && !authorized_here(deps, &received, counted).await {
+            continue;
+        }
+        let key_id = received.key_id.as_deref();
+        match &received.message {
             ControlMessage::Cancel(cancel) => {
                 let here = running.cancel(cancel.task_id);
                 tracing::info!(task_id = %cancel.task_id, running_here = here, "cancel requested");
@@ -147,11 +151,11 @@ async fn listen_own(
             // whichever worker reads it from the pending queue.
             // The forwarder saw this worker's lease; if the task is no longer (or not yet)
             // registered here, where it is now decides.
-            ControlMessage::Inject(ref inject) if forwarded(&delivery) => {
+            ControlMessage::Inject(inject) if counted => {
                 let here = running.inject_if_running(inject.task_id, &inject.text);
                 tracing::info!(task_id = %inject.task_id, running_here = here, "guidance injected");
                 if !here {
-                    apply_or_requeue(deps, running, &message).await;
+                    apply_or_requeue(deps, running, &received.message, key_id).await;
                 }
             }
             ControlMessage::Inject(_) => {}
@@ -160,12 +164,25 @@ async fn listen_own(
     Ok(())
 }
 
+/// [`verify::authorized`] for the own queue: a database that is away refuses this copy (the
+/// pending queue's copy is retried until it can be decided).
+async fn authorized_here(deps: &WorkerDeps, received: &Received, counted: bool) -> bool {
+    match verify::authorized(deps, received, counted).await {
+        Ok(authorized) => authorized,
+        Err(err) => {
+            tracing::debug!(error = %format!("{err:#}"), "control message left to the pending queue");
+            false
+        }
+    }
+}
+
 /// Records the outcome of `message` for a task nobody runs, or hands it to the worker that
-/// holds the task.
+/// holds the task. `key_id`: the key that signed it (`None` when signing is off).
 async fn apply(
     deps: &WorkerDeps,
     running: &RunningTasks,
     message: &ControlMessage,
+    key_id: Option<&str>,
 ) -> anyhow::Result<()> {
     let task_id = message.task_id();
     match message {
@@ -181,7 +198,7 @@ async fn apply(
                 Holder::Me => {
                     running.cancel(task_id);
                 }
-                Holder::Other(owner) => forward(deps, owner, message).await?,
+                Holder::Other(owner) => forward(deps, owner, message, key_id).await?,
                 Holder::Nobody(dead_owner) => {
                     if unheld::cancel_unheld(Sink::of(deps), task_id, dead_owner).await? {
                         tracing::info!(%task_id, "cancelled a task nobody holds");
@@ -199,7 +216,7 @@ async fn apply(
                 Holder::Me => {
                     running.pause_if_running(task_id);
                 }
-                Holder::Other(owner) => forward(deps, owner, message).await?,
+                Holder::Other(owner) => forward(deps, owner, message, key_id).await?,
                 Holder::Nobody(_) => {
                     tracing::info!(%task_id, "pause for a task no worker runs: nothing to pause");
                 }
@@ -211,7 +228,7 @@ async fn apply(
             }
             match alive_holder(deps, task_id).await? {
                 Holder::Me => running.inject(task_id, &inject.text),
-                Holder::Other(owner) => forward(deps, owner, message).await?,
+                Holder::Other(owner) => forward(deps, owner, message, key_id).await?,
                 Holder::Nobody(dead_owner) => {
                     let sink = Sink::of(deps);
                     if !unheld::inject_unheld(sink, task_id, &inject.text, dead_owner).await? {
@@ -221,12 +238,14 @@ async fn apply(
             }
         }
         ControlMessage::Approval(approval) => {
-            let decided = super::approvals::decide(
+            // Verified: the key that signed the message (CONTRACT v3 §15).
+            let decided = super::approvals::decide_verified(
                 Sink::of(deps),
                 &deps.names.tasks_queue,
                 task_id,
                 &approval.tool_call_id,
                 &approval.decision(),
+                key_id,
             )
             .await?;
             let tool_call_id = bounded::quote(&approval.tool_call_id);
@@ -265,16 +284,22 @@ pub(super) async fn apply_late(
     if stops.cancel.is_cancelled() {
         late.push(ControlMessage::Cancel(Cancel { task_id }));
     }
+    // Already checked when they reached the task: signed again with the workers' own key.
     for message in late {
-        apply_or_requeue(deps, running, &message).await;
+        apply_or_requeue(deps, running, &message, None).await;
     }
 }
 
 /// Applies `message` as the pending queue's consumer would; if it cannot be applied now
 /// (database away), puts it on the pending queue to be retried (one that can never be
 /// applied is dropped, as there).
-async fn apply_or_requeue(deps: &WorkerDeps, running: &RunningTasks, message: &ControlMessage) {
-    let Err(err) = apply(deps, running, message).await else {
+async fn apply_or_requeue(
+    deps: &WorkerDeps,
+    running: &RunningTasks,
+    message: &ControlMessage,
+    key_id: Option<&str>,
+) {
+    let Err(err) = apply(deps, running, message, key_id).await else {
         return;
     };
     if pending::is_permanent(&err) {
@@ -282,15 +307,11 @@ async fn apply_or_requeue(deps: &WorkerDeps, running: &RunningTasks, message: &C
     }
     let task_id = message.task_id();
     tracing::warn!(%task_id, error = %format!("{err:#}"), "control message requeued");
-    let properties = BasicProperties::default()
-        .with_content_type("application/json".into())
-        .with_type(message.kind().into());
+    let body = message.body();
+    let signer = verify::signer_for(deps, key_id);
+    let properties = signing::control_properties(message, &body, signer, FieldTable::default());
     let queue = &deps.names.control_pending_queue;
-    if let Err(err) = deps
-        .publisher
-        .publish("", queue, &message.body(), properties)
-        .await
-    {
+    if let Err(err) = deps.publisher.publish("", queue, &body, properties).await {
         tracing::error!(%task_id, error = %format!("{err:#}"), "control message lost");
     }
 }
@@ -323,18 +344,21 @@ async fn is_alive(broker: &Broker, queue: &str) -> anyhow::Result<bool> {
     amqp::topology::queue_exists(broker, queue).await
 }
 
-/// Sends `message` to the control queue of worker `owner` alone.
-async fn forward(deps: &WorkerDeps, owner: Uuid, message: &ControlMessage) -> anyhow::Result<()> {
+/// Sends `message` to the control queue of worker `owner` alone, signed again with the key
+/// that signed it.
+async fn forward(
+    deps: &WorkerDeps,
+    owner: Uuid,
+    message: &ControlMessage,
+    key_id: Option<&str>,
+) -> anyhow::Result<()> {
     let queue = deps.names.worker_control_queue(owner);
     let mut headers = FieldTable::default();
     headers.insert(FORWARDED.into(), AMQPValue::Boolean(true));
-    let properties = BasicProperties::default()
-        .with_content_type("application/json".into())
-        .with_type(message.kind().into())
-        .with_headers(headers);
-    deps.publisher
-        .publish("", &queue, &message.body(), properties)
-        .await
+    let body = message.body();
+    let signer = verify::signer_for(deps, key_id);
+    let properties = signing::control_properties(message, &body, signer, headers);
+    deps.publisher.publish("", &queue, &body, properties).await
 }
 
 /// The header of a control message one worker forwards to the holder of its task.

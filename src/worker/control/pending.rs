@@ -13,7 +13,7 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
 use tokio_util::sync::CancellationToken;
 
-use super::{PENDING_PREFETCH, RETRY_PAUSE, apply, next, parse};
+use super::{PENDING_PREFETCH, RETRY_PAUSE, apply, next, verify};
 use crate::amqp;
 use crate::contract::ControlMessage;
 use crate::core::bounded;
@@ -93,18 +93,22 @@ async fn drain(
 }
 
 /// Applies one delivery. `Err` only for what may succeed later; a message that cannot be
-/// read, or can never be applied, is logged and counts as done.
+/// read, is refused (`verify`), or can never be applied, is logged and counts as done.
 async fn try_apply(
     deps: &WorkerDeps,
     running: &RunningTasks,
     delivery: &Delivery,
 ) -> anyhow::Result<()> {
-    let Some(message) = parse(delivery) else {
+    let Some(received) = verify::read(deps, delivery, true) else {
         return Ok(());
     };
-    match apply(deps, running, &message).await {
+    if !verify::authorized(deps, &received, true).await? {
+        return Ok(());
+    }
+    let message = &received.message;
+    match apply(deps, running, message, received.key_id.as_deref()).await {
         Err(err) if is_permanent(&err) => {
-            dropped(&message, &err);
+            dropped(message, &err);
             Ok(())
         }
         applied => applied,
