@@ -289,40 +289,37 @@ pub async fn choose_for_task(
     task_id: Uuid,
     requested: &Requested,
 ) -> sqlx::Result<Result<Option<i32>, ChoiceError>> {
-    let pinned: Option<Option<i32>> =
-        sqlx::query_scalar("SELECT agent_version FROM tasks WHERE task_id = $1")
-            .bind(task_id)
-            .fetch_optional(pool)
-            .await?;
-    if let Some(Some(version)) = pinned {
+    // One round trip: intake runs this for every task message.
+    let named = match requested {
+        Requested::Version(version) => Some(*version),
+        _ => None,
+    };
+    type Row = (Option<i32>, Vec<String>, Vec<i32>, Vec<i32>, bool);
+    let (pinned, names, numbers, weights, named_exists): Row = sqlx::query_as(
+        "SELECT (SELECT agent_version FROM tasks WHERE task_id = $1), \
+                COALESCE(array_agg(c.channel), '{}'), COALESCE(array_agg(c.version), '{}'), \
+                COALESCE(array_agg(c.weight), '{}'), \
+                EXISTS (SELECT 1 FROM agent_versions WHERE agent_id = $2 AND version = $3) \
+         FROM agent_channels c WHERE c.agent_id = $2",
+    )
+    .bind(task_id)
+    .bind(agent_id)
+    .bind(named)
+    .fetch_one(pool)
+    .await?;
+    if let Some(version) = pinned {
         return Ok(Ok(Some(version)));
     }
-    let rows: Vec<(String, i32, i32)> =
-        sqlx::query_as("SELECT channel, version, weight FROM agent_channels WHERE agent_id = $1")
-            .bind(agent_id)
-            .fetch_all(pool)
-            .await?;
-    if rows.is_empty() {
+    if names.is_empty() {
         return Ok(Ok(None));
     }
-    let channels: Vec<Channel> = (rows.into_iter())
-        .map(|(name, version, weight)| Channel {
+    let channels: Vec<Channel> = (names.into_iter().zip(numbers).zip(weights))
+        .map(|((name, version), weight)| Channel {
             name,
             version,
             weight,
         })
         .collect();
-    let known: Vec<i32> = match requested {
-        Requested::Version(version) => {
-            sqlx::query_scalar(
-                "SELECT version FROM agent_versions WHERE agent_id = $1 AND version = $2",
-            )
-            .bind(agent_id)
-            .bind(version)
-            .fetch_all(pool)
-            .await?
-        }
-        _ => Vec::new(),
-    };
+    let known: Vec<i32> = named.filter(|_| named_exists).into_iter().collect();
     Ok(versions::choose(agent_id, task_id, requested, &channels, &known).map(Some))
 }
