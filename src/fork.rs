@@ -32,14 +32,15 @@ pub enum ForkError {
 }
 
 /// Creates and enqueues the fork of `task_id` from recursion `from_iteration`, with `input`
-/// instead of the original's when given. Returns the new task's id.
+/// instead of the original's when given. It runs on the original's agent version unless
+/// `agent_version` names another (CONTRACT §11). Returns the new task's id.
 pub async fn fork_task(
     pool: &sqlx::PgPool,
     publisher: &Publisher,
     settings: &Settings,
     task_id: Uuid,
     from_iteration: i32,
-    input: Option<String>,
+    (input, agent_version): (Option<String>, Option<i32>),
 ) -> anyhow::Result<Result<Uuid, ForkError>> {
     let Some(original) = fork::original(pool, task_id).await? else {
         return Ok(Err(ForkError::NotFound(task_id)));
@@ -55,10 +56,16 @@ pub async fn fork_task(
             "the task's agent or input is unknown".into(),
         )));
     };
-    let Some(agent) = store::agents::get(pool, agent_id).await? else {
-        return Ok(Err(ForkError::Unforkable(format!(
-            "agent {agent_id} no longer exists"
-        ))));
+    let version = agent_version.or(original.agent_version);
+    let agent = match version {
+        Some(version) => store::agents::at_version(pool, agent_id, version).await?,
+        None => store::agents::get(pool, agent_id).await?,
+    };
+    let Some(agent) = agent else {
+        return Ok(Err(ForkError::Unforkable(match version {
+            Some(version) => format!("agent {agent_id} has no version {version}"),
+            None => format!("agent {agent_id} no longer exists"),
+        })));
     };
     let past = fork::recursions_before(pool, task_id, from_iteration).await?;
     if past.len() != usize::try_from(from_iteration - 1).unwrap_or(0) {
@@ -99,7 +106,7 @@ pub async fn fork_task(
         conversation: Vec::new(),
         budget: budget.clone(),
     };
-    let template = template(settings)?;
+    let template = template(settings)?.with_instructions(agent.instructions.as_deref());
     let machine = match Machine::rebuild(info.clone(), &past, &template) {
         Ok(machine) => machine,
         Err(problem) => return Ok(Err(ForkError::Unforkable(problem))),
@@ -111,6 +118,7 @@ pub async fn fork_task(
         from_iteration,
         input: &input,
         checkpoint: &checkpoint,
+        agent_version: agent.version,
     };
     fork::insert(pool, &row).await?;
     let message = TaskMessage {
@@ -121,6 +129,8 @@ pub async fn fork_task(
         constraints: info.constraints,
         stream: original.stream,
         budget,
+        agent_version: None,
+        channel: None,
     };
     // If this publish fails, the reconciler enqueues the pending row later.
     publisher

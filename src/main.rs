@@ -71,6 +71,12 @@ enum Command {
         /// With --wait: give up after this long (30s, 5m, 1h; exit code 124).
         #[arg(long, requires = "wait", value_name = "DURATION", value_parser = cli::control::duration_arg)]
         timeout: Option<std::time::Duration>,
+        /// Run on this version of the agent (CONTRACT §11).
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..), conflicts_with = "channel")]
+        agent_version: Option<i32>,
+        /// Run on the version this channel of the agent serves (stable, canary, …).
+        #[arg(long)]
+        channel: Option<String>,
     },
     /// Print events as they are published (all tasks), or one task's stored events and then
     /// its live ones until it ends.
@@ -140,6 +146,9 @@ enum Command {
         /// The new task's input (default: the original's).
         #[arg(long)]
         input: Option<String>,
+        /// The agent version the fork runs on (default: the original's).
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+        agent_version: Option<i32>,
     },
     /// Re-enqueue ended tasks (by status, fail reason and age) as new tasks that point at
     /// their originals, at a bounded rate.
@@ -183,9 +192,15 @@ enum AgentCommand {
         /// What an expired approval request does: reject (default) or fail.
         #[arg(long, value_parser = ["reject", "fail"])]
         on_approval_expiry: Option<String>,
+        /// A file holding the agent's instructions (CONTRACT §11), rendered verbatim once
+        /// in the system message.
+        #[arg(long, value_name = "FILE")]
+        instructions_file: Option<PathBuf>,
     },
     /// List agents.
     List,
+    #[command(flatten)]
+    Versions(cli::versions::VersionCommand),
 }
 
 #[tokio::main]
@@ -254,7 +269,12 @@ async fn dispatch(
             approval_tools,
             approval_timeout_secs,
             on_approval_expiry,
+            instructions_file,
         }) => {
+            let instructions = match instructions_file {
+                Some(path) => Some(cli::versions::read_text(&path)?),
+                None => None,
+            };
             let agent = agentd::store::agents::NewAgent {
                 name,
                 model,
@@ -263,10 +283,14 @@ async fn dispatch(
                 approval_tools,
                 approval_timeout_secs,
                 on_approval_expiry,
+                instructions,
             };
             cli::agent_create(&settings, &agent).await
         }
         Command::Agent(AgentCommand::List) => cli::agent_list(&settings).await,
+        Command::Agent(AgentCommand::Versions(command)) => {
+            cli::versions::run(&settings, command).await
+        }
         Command::Submit {
             agent,
             input,
@@ -277,6 +301,8 @@ async fn dispatch(
             wait,
             timeout,
             budget,
+            agent_version,
+            channel,
         } => {
             let task = agentd::contract::TaskMessage {
                 task_id,
@@ -286,6 +312,8 @@ async fn dispatch(
                 constraints,
                 stream,
                 budget,
+                agent_version,
+                channel,
             };
             cli::submit::run(&settings, &task, wait, timeout).await
         }
@@ -330,7 +358,8 @@ async fn dispatch(
             task_id,
             from_iteration,
             input,
-        } => cli::fork(&settings, task_id, from_iteration, input).await,
+            agent_version,
+        } => cli::fork(&settings, task_id, from_iteration, (input, agent_version)).await,
         Command::Tools => cli::tools::run(&settings).await,
         Command::Tasks(args) => cli::tasks::run(&settings, &args).await,
         Command::Schedule(command) => cli::schedule::run(&settings, command).await,

@@ -26,6 +26,10 @@ pub struct LlmRequest<'a> {
     /// runs on the client's task: keep it quick (buffer, do not block). A failed attempt
     /// may already have delivered pieces; a retry delivers its own from the start.
     pub on_delta: Option<&'a (dyn Fn(&str) + Send + Sync)>,
+    /// The agent version's request parameters (`temperature`, `top_p`, `max_tokens`,
+    /// `seed`, …; CONTRACT v3 §11), merged into the body; they never replace the fields the
+    /// request is made of (`model`, `messages`, `tools`, `stream`, `stream_options`).
+    pub params: Option<&'a serde_json::Map<String, Value>>,
 }
 
 impl fmt::Debug for LlmRequest<'_> {
@@ -36,6 +40,7 @@ impl fmt::Debug for LlmRequest<'_> {
             .field("tools", &self.tools)
             .field("stream", &self.stream)
             .field("on_delta", &self.on_delta.map(|_| "Fn(&str)"))
+            .field("params", &self.params)
             .finish()
     }
 }

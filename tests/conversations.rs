@@ -158,6 +158,8 @@ async fn publish_burst(
                     constraints: Vec::new(),
                     stream: false,
                     budget: None,
+                    agent_version: None,
+                    channel: None,
                 };
                 agentd::cli::submit::run(&env.settings, &task, false, None)
                     .await

@@ -58,6 +58,7 @@ async fn chat(
         tools,
         stream: false,
         on_delta: None,
+        params: None,
     };
     client.chat(request).await
 }
@@ -120,6 +121,7 @@ async fn tools_are_offered_as_functions() {
         tools: &tools,
         stream: false,
         on_delta: None,
+        params: None,
     };
     client(&llm).chat(request).await.expect("reply");
     let body = &llm.requests_for("offer")[0].body;

@@ -123,6 +123,7 @@ async fn demo_agent(pool: &sqlx::PgPool) -> anyhow::Result<uuid::Uuid> {
         approval_tools: None,
         approval_timeout_secs: None,
         on_approval_expiry: None,
+        instructions: None,
     };
     store::agents::ensure(pool, AGENT_ID, &agent).await?;
     Ok(AGENT_ID)

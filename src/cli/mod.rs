@@ -15,6 +15,7 @@ pub mod tasks;
 pub mod telemetry;
 pub mod tools;
 pub mod trace;
+pub mod versions;
 pub mod watch;
 
 use std::process::ExitCode;
@@ -117,12 +118,19 @@ pub async fn fork(
     settings: &Settings,
     task_id: uuid::Uuid,
     from_iteration: i32,
-    input: Option<String>,
+    fork_as: (Option<String>, Option<i32>),
 ) -> anyhow::Result<ExitCode> {
     let pool = store::open(&settings.database.url, 2).await?;
     let publisher = crate::amqp::connect_declared(settings).await?;
-    let forked =
-        crate::fork::fork_task(&pool, &publisher, settings, task_id, from_iteration, input).await;
+    let forked = crate::fork::fork_task(
+        &pool,
+        &publisher,
+        settings,
+        task_id,
+        from_iteration,
+        fork_as,
+    )
+    .await;
     control::close(&publisher).await;
     match forked? {
         Ok(new_id) => {

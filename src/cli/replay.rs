@@ -127,6 +127,8 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<ExitC
                 .budget
                 .clone()
                 .and_then(|budget| serde_json::from_value(budget).ok()),
+            agent_version: None,
+            channel: None,
         };
         let body = serde_json::to_vec(&message)?;
         publisher

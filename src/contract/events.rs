@@ -213,6 +213,8 @@ pub struct TaskStarted {
     pub model: String,
     pub agent_name: String,
     pub conversation_id: Option<Uuid>,
+    /// The agent version the task is pinned to (CONTRACT v3 §11).
+    pub agent_version: Option<i32>,
 }
 
 /// Why a task was taken up again (`task.resumed`'s `reason`).

@@ -28,4 +28,10 @@ pub struct TaskMessage {
     /// What the task may spend (CONTRACT §8); the agent's `budget` applies when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// Run on this version of the agent (CONTRACT v3 §11); an unknown one rejects the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<i32>,
+    /// Run on the version this channel of the agent serves (`stable`, `canary`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
 }

@@ -11,6 +11,9 @@ use crate::core::types::{ChatMessage, Role};
 /// The placeholder the state snapshot replaces.
 pub const PLACEHOLDER: &str = "{{current_state}}";
 
+/// The heading of the agent's instructions section (CONTRACT §11).
+pub const INSTRUCTIONS_HEADING: &str = "## Agent instructions";
+
 /// A system prompt template, split once around its placeholder (and escaped for JSON
 /// once) so that rendering, done every recursion, copies nothing of the template: every
 /// rendered prompt shares its parts.
@@ -37,6 +40,23 @@ impl PromptTemplate {
         Ok(Self {
             parts: Arc::new(parts),
         })
+    }
+
+    /// The template with the agent's `instructions` (CONTRACT §11) in a section of their
+    /// own, verbatim, in front of the section that holds the state snapshot (before the
+    /// last `## ` heading ahead of the first placeholder; at the very start when there is
+    /// none). Empty or absent instructions: the template unchanged. Rendered once per
+    /// request like the rest of the template, so the system message holds them once.
+    pub fn with_instructions(&self, instructions: Option<&str>) -> Self {
+        let Some(instructions) = instructions.filter(|text| !text.trim().is_empty()) else {
+            return self.clone();
+        };
+        let head = self.parts.head();
+        let at = head.rfind("\n## ").map_or(0, |newline| newline + 1);
+        let section = format!("{INSTRUCTIONS_HEADING}\n\n{instructions}\n\n");
+        Self {
+            parts: Arc::new(self.parts.inserted(at, &section)),
+        }
     }
 
     /// The template with every `{{current_state}}` replaced by `current_state_json`.
@@ -99,6 +119,42 @@ mod tests {
         let rendered = template.render("{\"global\":{}}".into()).to_string();
         assert!(rendered.contains("```json\n{\"global\":{}}\n```"));
         assert!(!rendered.contains(PLACEHOLDER));
+    }
+
+    #[test]
+    fn instructions_go_verbatim_in_front_of_the_state_section_once() {
+        let text = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/prompts/system.md"));
+        let template = PromptTemplate::new(text).unwrap();
+        let brief =
+            "You are Ada. Answer in French.\nNever say {{current_state}} \"quoted\" \u{1F600}";
+        let rendered = (template.with_instructions(Some(brief)))
+            .render("{\"global\":{}}".into())
+            .to_string();
+        assert_eq!(rendered.matches(brief).count(), 1);
+        assert_eq!(rendered.matches(INSTRUCTIONS_HEADING).count(), 1);
+        let brief_at = rendered.find(brief).unwrap();
+        let state_at = rendered.find("{\"global\":{}}").unwrap();
+        assert!(brief_at < state_at);
+        // The seed frame stays: what is left without the section is the plain rendering.
+        let section = format!("{INSTRUCTIONS_HEADING}\n\n{brief}\n\n");
+        let plain = template.render("{\"global\":{}}".into()).to_string();
+        assert_eq!(rendered.replacen(&section, "", 1), plain);
+        // The section sits right before the heading of the section holding the snapshot.
+        assert!(rendered[brief_at..].contains(&format!("{brief}\n\n## ")));
+    }
+
+    #[test]
+    fn no_instructions_leave_the_template_alone() {
+        let template = PromptTemplate::new("a\n## S\n{{current_state}}").unwrap();
+        for none in [None, Some(""), Some("  \n")] {
+            assert_eq!(template.with_instructions(none), template);
+        }
+        let bare = PromptTemplate::new("{{current_state}}").unwrap();
+        let rendered = bare.with_instructions(Some("brief")).render("S".into());
+        assert_eq!(
+            rendered.to_string(),
+            format!("{INSTRUCTIONS_HEADING}\n\nbrief\n\nS")
+        );
     }
 
     #[test]

@@ -71,6 +71,32 @@ impl TemplateParts {
         }
     }
 
+    /// These parts with `section` inserted verbatim into the first part at byte `at` (a
+    /// char boundary): nothing in `section` is taken for a placeholder.
+    pub fn inserted(&self, at: usize, section: &str) -> Self {
+        let mut raw: Vec<String> = self.raw.iter().map(|part| part.to_string()).collect();
+        if let Some(first) = raw.first_mut() {
+            first.insert_str(at.min(first.len()), section);
+        }
+        let raw: Vec<Arc<str>> = raw.into_iter().map(Arc::from).collect();
+        let escaped = raw.iter().map(|part| Arc::from(escape(part))).collect();
+        let fixed_len = raw.iter().map(|part| part.len()).sum();
+        let fixed_counts = raw.iter().fold(CharCounts::default(), |all, part| {
+            all.add(CharCounts::of(part), 1)
+        });
+        Self {
+            raw,
+            escaped,
+            fixed_len,
+            fixed_counts,
+        }
+    }
+
+    /// The text before the first placeholder.
+    pub fn head(&self) -> &str {
+        self.raw.first().map_or("", |part| part)
+    }
+
     /// How many placeholders the template has.
     pub fn holes(&self) -> usize {
         self.raw.len().saturating_sub(1)

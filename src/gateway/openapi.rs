@@ -175,6 +175,8 @@ pub struct Task {
     /// task).
     schedule_id: Option<Uuid>,
     fire_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The agent version the task is pinned to (CONTRACT §11); null until it starts.
+    agent_version: Option<i32>,
 }
 
 /// One recursion of a task (`store::trace::RecursionRow`).
@@ -275,6 +277,13 @@ pub struct Agent {
     conversation_policy: Option<String>,
     /// The agents it may delegate to (the `delegate` tool).
     delegates: Option<Vec<Uuid>>,
+    /// The agent's own brief, rendered verbatim once in the system message (CONTRACT §11).
+    instructions: Option<String>,
+    /// The version this is: the stable one for an agent, the pinned one for a task.
+    version: Option<i32>,
+    /// Request parameters sent with every LLM request of the version.
+    #[schema(value_type = Option<Object>)]
+    params: Option<Value>,
 }
 
 #[cfg(test)]
@@ -330,6 +339,7 @@ mod tests {
             root_task_id: None,
             schedule_id: None,
             fire_at: None,
+            agent_version: None,
         };
         assert_eq!(schema_fields("Task"), json_fields(&task));
         let recursion = trace::RecursionRow {
@@ -391,6 +401,9 @@ mod tests {
             on_approval_expiry: None,
             conversation_policy: None,
             delegates: None,
+            instructions: None,
+            version: None,
+            params: None,
         };
         assert_eq!(schema_fields("Agent"), json_fields(&agent));
     }

@@ -65,6 +65,9 @@ impl Body {
     }
 }
 
+/// The fields an agent version's `params` cannot set: the request is made of them.
+const RESERVED: &[&str] = &["model", "messages", "tools", "stream", "stream_options"];
+
 /// The Chat Completions body of `request`.
 pub(crate) fn build(request: &LlmRequest<'_>) -> Body {
     let mut body = Body::default();
@@ -91,6 +94,14 @@ pub(crate) fn build(request: &LlmRequest<'_>) -> Body {
         body.push(b",\"tools\":");
         let tools: Vec<WireTool<'_>> = request.tools.iter().map(WireTool::from).collect();
         body.push_json(&tools);
+    }
+    for (key, value) in request.params.into_iter().flatten() {
+        if !RESERVED.contains(&key.as_str()) {
+            body.push(b",");
+            body.push_json(key);
+            body.push(b":");
+            body.push_json(value);
+        }
     }
     body.push(b",\"stream\":");
     body.push_json(&request.stream);
@@ -138,6 +149,7 @@ mod tests {
                 tools,
                 stream,
                 on_delta: None,
+                params: None,
             };
             let body = build(&request);
             let expected = serde_json::to_vec(&ChatRequest {
@@ -156,5 +168,31 @@ mod tests {
             );
             assert_eq!(body.len, joined(&body).len());
         }
+    }
+
+    #[test]
+    fn a_version_s_params_join_the_body_and_never_replace_its_fields() {
+        let messages = [ChatMessage::new(Role::User, "hi")];
+        let params = json!({
+            "temperature": 0.2, "top_p": 0.9, "max_tokens": 64, "seed": 7,
+            "model": "other", "stream": true, "messages": [], "response_format": {"type": "json_object"}
+        });
+        let request = LlmRequest {
+            model: "m",
+            messages: &messages,
+            tools: &[],
+            stream: false,
+            on_delta: None,
+            params: params.as_object(),
+        };
+        let body: serde_json::Value = serde_json::from_slice(&joined(&build(&request))).unwrap();
+        assert_eq!(body["temperature"], json!(0.2));
+        assert_eq!(body["top_p"], json!(0.9));
+        assert_eq!(body["max_tokens"], json!(64));
+        assert_eq!(body["seed"], json!(7));
+        assert_eq!(body["response_format"], json!({"type": "json_object"}));
+        assert_eq!(body["model"], json!("m"));
+        assert_eq!(body["stream"], json!(false));
+        assert_eq!(body["messages"][0]["content"], json!("hi"));
     }
 }

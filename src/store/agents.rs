@@ -1,4 +1,6 @@
-//! The `agents` table: who runs a task (model, max_iteration, granted tools).
+//! The `agents` table: who runs a task (model, max_iteration, granted tools). It mirrors the
+//! stable version of `agent_versions` (CONTRACT §11); a task reads its pinned version
+//! ([`at_version`], [`pinned_columns`]).
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -28,6 +30,15 @@ pub struct Agent {
     pub conversation_policy: Option<String>,
     /// The agents it may delegate to with the `delegate` tool (CONTRACT §10).
     pub delegates: Option<Vec<Uuid>>,
+    /// The agent's own brief, rendered verbatim once in the system message (CONTRACT §11).
+    pub instructions: Option<String>,
+    /// The version this definition is (CONTRACT §11): the task's pinned one when read for a
+    /// task; `agents` itself mirrors the stable version.
+    #[sqlx(default)]
+    pub version: Option<i32>,
+    /// Request parameters merged into every LLM request of this version (`temperature`, …).
+    #[sqlx(default)]
+    pub params: Option<sqlx::types::Json<serde_json::Value>>,
 }
 
 impl Agent {
@@ -50,7 +61,54 @@ impl Agent {
 /// The columns of [`Agent`], in its order (every query that reads agents selects these).
 pub const AGENT_COLUMNS: &str = "agent_id, name, model, max_iteration, tools, \
      context_budget_tokens, created_at, budget, approval_tools, approval_timeout_secs, \
-     on_approval_expiry, conversation_policy, delegates";
+     on_approval_expiry, conversation_policy, delegates, instructions";
+
+/// The columns an agent version defines (`agent_versions`); the others come from `agents`.
+pub const VERSION_COLUMNS: &[&str] = &[
+    "model",
+    "max_iteration",
+    "tools",
+    "context_budget_tokens",
+    "budget",
+    "approval_tools",
+    "approval_timeout_secs",
+    "on_approval_expiry",
+    "conversation_policy",
+    "delegates",
+    "instructions",
+];
+
+/// [`AGENT_COLUMNS`] with the definition read from `agent_versions v` and the rest from
+/// `agents a`, then the version and its params: what reading an agent at a version selects.
+pub fn pinned_columns() -> String {
+    let columns: Vec<String> = AGENT_COLUMNS
+        .split(',')
+        .map(str::trim)
+        .map(|column| match VERSION_COLUMNS.contains(&column) {
+            true => format!("v.{column}"),
+            false => format!("a.{column}"),
+        })
+        .collect();
+    format!("{}, v.version, v.params", columns.join(", "))
+}
+
+/// The agent as its version `version` defines it; `None` when either does not exist.
+pub async fn at_version(
+    pool: &PgPool,
+    agent_id: Uuid,
+    version: i32,
+) -> sqlx::Result<Option<Agent>> {
+    sqlx::query_as::<_, Agent>(&format!(
+        "SELECT {} FROM agents a \
+         JOIN agent_versions v ON v.agent_id = a.agent_id AND v.version = $2 \
+         WHERE a.agent_id = $1",
+        pinned_columns()
+    ))
+    .bind(agent_id)
+    .bind(version)
+    .fetch_optional(pool)
+    .await
+}
 
 /// What `agentd agent create` inserts.
 #[derive(Debug, Clone)]
@@ -63,6 +121,8 @@ pub struct NewAgent {
     pub approval_tools: Option<Vec<String>>,
     pub approval_timeout_secs: Option<i32>,
     pub on_approval_expiry: Option<String>,
+    /// The agent's own brief (CONTRACT §11); version 1 gets it.
+    pub instructions: Option<String>,
 }
 
 /// Inserts an agent and returns its id (UUID v7).
@@ -85,8 +145,8 @@ async fn insert(
 ) -> sqlx::Result<()> {
     sqlx::query(&format!(
         "INSERT INTO agents (agent_id, name, model, max_iteration, tools, approval_tools, \
-                             approval_timeout_secs, on_approval_expiry) \
-         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8){on_conflict}"
+                             approval_timeout_secs, on_approval_expiry, instructions) \
+         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8, $9){on_conflict}"
     ))
     .bind(agent_id)
     .bind(&agent.name)
@@ -96,15 +156,23 @@ async fn insert(
     .bind(&agent.approval_tools)
     .bind(agent.approval_timeout_secs)
     .bind(&agent.on_approval_expiry)
+    .bind(&agent.instructions)
     .execute(pool)
     .await?;
     Ok(())
 }
 
-/// Looks an agent up by id.
+/// The stable version's number and params, beside [`AGENT_COLUMNS`] of `agents`.
+const STABLE_EXTRA: &str = "(SELECT c.version FROM agent_channels c \
+         WHERE c.agent_id = agents.agent_id AND c.channel = 'stable') AS version, \
+     (SELECT v.params FROM agent_channels c JOIN agent_versions v \
+         ON v.agent_id = c.agent_id AND v.version = c.version \
+         WHERE c.agent_id = agents.agent_id AND c.channel = 'stable') AS params";
+
+/// Looks an agent up by id (its definition is that of its stable version).
 pub async fn get(pool: &PgPool, agent_id: Uuid) -> sqlx::Result<Option<Agent>> {
     sqlx::query_as::<_, Agent>(&format!(
-        "SELECT {AGENT_COLUMNS} FROM agents WHERE agent_id = $1"
+        "SELECT {AGENT_COLUMNS}, {STABLE_EXTRA} FROM agents WHERE agent_id = $1"
     ))
     .bind(agent_id)
     .fetch_optional(pool)
@@ -114,7 +182,7 @@ pub async fn get(pool: &PgPool, agent_id: Uuid) -> sqlx::Result<Option<Agent>> {
 /// Every agent, oldest first.
 pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<Agent>> {
     sqlx::query_as::<_, Agent>(&format!(
-        "SELECT {AGENT_COLUMNS} FROM agents ORDER BY created_at, agent_id"
+        "SELECT {AGENT_COLUMNS}, {STABLE_EXTRA} FROM agents ORDER BY created_at, agent_id"
     ))
     .fetch_all(pool)
     .await

@@ -205,7 +205,7 @@ async fn resume_if_decided(conn: &mut PgConnection, task_id: Uuid) -> sqlx::Resu
 pub struct Expired {
     pub task_id: Uuid,
     pub tool_call_id: String,
-    /// `agents.on_approval_expiry` (null: reject).
+    /// The task's agent version's `on_approval_expiry` (null: reject).
     pub on_expiry: Option<String>,
 }
 
@@ -213,10 +213,13 @@ pub struct Expired {
 /// another worker's pass or a decision in progress takes them another time).
 pub async fn lock_expired(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<Expired>> {
     sqlx::query_as::<_, Expired>(
-        "SELECT a.task_id, a.tool_call_id, g.on_approval_expiry AS on_expiry \
+        "SELECT a.task_id, a.tool_call_id, \
+                COALESCE(v.on_approval_expiry, g.on_approval_expiry) AS on_expiry \
          FROM approvals a \
          JOIN tasks t ON t.task_id = a.task_id AND t.status = 'waiting' \
          LEFT JOIN agents g ON g.agent_id = t.agent_id \
+         LEFT JOIN agent_versions v \
+             ON v.agent_id = t.agent_id AND v.version = t.agent_version \
          WHERE a.decision IS NULL AND a.expires_at <= now() \
          ORDER BY a.expires_at LIMIT $1 \
          FOR UPDATE OF t SKIP LOCKED",

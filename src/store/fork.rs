@@ -23,12 +23,15 @@ pub struct Original {
     pub budget: Option<Value>,
     pub status: String,
     pub iterations: i32,
+    /// The version it ran on (CONTRACT §11); null when it never started.
+    pub agent_version: Option<i32>,
 }
 
 /// Reads the original task.
 pub async fn original(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<Original>> {
     sqlx::query_as(
-        "SELECT task_id, agent_id, input, constraints, stream, budget, status, iterations \
+        "SELECT task_id, agent_id, input, constraints, stream, budget, status, iterations, \
+                agent_version \
          FROM tasks WHERE task_id = $1",
     )
     .bind(task_id)
@@ -211,6 +214,8 @@ pub struct NewFork<'a> {
     pub from_iteration: i32,
     pub input: &'a str,
     pub checkpoint: &'a str,
+    /// The version the fork runs on: the original's unless the request named one.
+    pub agent_version: Option<i32>,
 }
 
 /// Inserts the fork's row.
@@ -218,8 +223,9 @@ pub async fn insert(pool: &PgPool, fork: &NewFork<'_>) -> sqlx::Result<()> {
     let original = fork.original;
     sqlx::query(
         "INSERT INTO tasks (task_id, agent_id, input, constraints, stream, budget, checkpoint, \
-                            iterations, forked_from_task_id, forked_from_iteration) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                            iterations, forked_from_task_id, forked_from_iteration, \
+                            agent_version) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(fork.task_id)
     .bind(original.agent_id)
@@ -231,6 +237,7 @@ pub async fn insert(pool: &PgPool, fork: &NewFork<'_>) -> sqlx::Result<()> {
     .bind(fork.from_iteration - 1)
     .bind(original.task_id)
     .bind(fork.from_iteration)
+    .bind(fork.agent_version)
     .execute(pool)
     .await?;
     Ok(())

@@ -25,6 +25,7 @@ pub mod tasks;
 pub mod trace;
 pub mod transient;
 pub mod unheld;
+pub mod versions;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use super::agents::{AGENT_COLUMNS, Agent};
+use super::agents::Agent;
 use super::replies::ReplyRoute;
 
 /// A task's status as stored (`tasks.status`).
@@ -73,13 +73,15 @@ pub struct TaskRow {
     /// The schedule whose fire made this task, and the fire's time (CONTRACT v3 §14).
     pub schedule_id: Option<Uuid>,
     pub fire_at: Option<DateTime<Utc>>,
+    /// The agent version the task is pinned to (CONTRACT v3 §11); null until it starts.
+    pub agent_version: Option<i32>,
 }
 
 /// The columns of [`TaskRow`], in its order (every query that reads task rows selects these).
 pub const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, iterations, \
      answer, error, fail_reason, plan, created_at, started_at, finished_at, wait_reason, \
      prompt_tokens, completion_tokens, cost_usd, tool_call_count, forked_from_task_id, \
-     forked_from_iteration, parent_task_id, root_task_id, schedule_id, fire_at";
+     forked_from_iteration, parent_task_id, root_task_id, schedule_id, fire_at, agent_version";
 
 /// Inserts the task as `pending` unless a row with its id exists. Returns whether it was new.
 pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<bool> {
@@ -112,9 +114,12 @@ pub struct Intake {
     pub inserted: bool,
 }
 
-/// Looks up the task's agent and, when it exists and the task has no row yet, records the
-/// task already `running` under `owner`'s lease: the common start in one statement. `None`:
-/// no such agent (nothing is written).
+/// Looks up the task's agent at its stable version and, when it exists and the task has no
+/// row yet, records the task already `running` under `owner`'s lease, pinned to that
+/// version: the common start in one statement. A row that exists keeps the version it was
+/// pinned to (the agent is read at that one); one recorded before its version was chosen
+/// (by a producer, a fork, a parked turn) is pinned now. `None`: no such agent or version
+/// (nothing is written).
 pub async fn take_new(
     pool: &PgPool,
     task: &NewTask<'_>,
@@ -123,21 +128,45 @@ pub async fn take_new(
     lease_secs: f64,
     budget: Option<&crate::core::budget::Budget>,
 ) -> sqlx::Result<Option<Intake>> {
+    take_at(pool, task, (agent_id, None), owner, lease_secs, budget).await
+}
+
+/// [`take_new`] at the version chosen for the task (`None`: its agent's stable version).
+pub async fn take_at(
+    pool: &PgPool,
+    task: &NewTask<'_>,
+    (agent_id, version): (Uuid, Option<i32>),
+    owner: Uuid,
+    lease_secs: f64,
+    budget: Option<&crate::core::budget::Budget>,
+) -> sqlx::Result<Option<Intake>> {
     sqlx::query_as::<_, Intake>(&format!(
-        "WITH agent AS ( \
-             SELECT {AGENT_COLUMNS} FROM agents WHERE agent_id = $2 \
+        "WITH pinned AS ( \
+             SELECT COALESCE((SELECT agent_version FROM tasks WHERE task_id = $1), $13, \
+                             (SELECT version FROM agent_channels \
+                              WHERE agent_id = $2 AND channel = 'stable')) AS version \
+         ), agent AS ( \
+             SELECT {} FROM agents a \
+             JOIN agent_versions v ON v.agent_id = a.agent_id \
+                                  AND v.version = (SELECT version FROM pinned) \
+             WHERE a.agent_id = $2 \
+         ), pin AS ( \
+             UPDATE tasks SET agent_version = (SELECT version FROM agent) \
+             WHERE task_id = $1 AND agent_version IS NULL \
+               AND EXISTS (SELECT 1 FROM agent) \
          ), inserted AS ( \
              INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, \
                                 stream, status, started_at, lease_owner, lease_until, budget, \
-                                reply_to, correlation_id, created_at) \
+                                reply_to, correlation_id, created_at, agent_version) \
              SELECT $1, agent.agent_id, $3, $4, $5, $6, 'running', now(), $7, \
                     now() + make_interval(secs => $8), COALESCE($9, agent.budget), $10, $11, \
-                    COALESCE($12, now()) \
+                    COALESCE($12, now()), agent.version \
              FROM agent \
              ON CONFLICT (task_id) DO NOTHING \
              RETURNING task_id \
          ) \
-         SELECT agent.*, EXISTS (SELECT 1 FROM inserted) AS inserted FROM agent"
+         SELECT agent.*, EXISTS (SELECT 1 FROM inserted) AS inserted FROM agent",
+        super::agents::pinned_columns()
     ))
     .bind(task.task_id)
     .bind(agent_id)
@@ -151,6 +180,7 @@ pub async fn take_new(
     .bind(task.reply.map(|r| r.reply_to.as_str()))
     .bind(task.reply.and_then(|r| r.correlation_id.as_deref()))
     .bind(task.received_at)
+    .bind(version)
     .fetch_optional(pool)
     .await
 }

@@ -224,6 +224,8 @@ pub async fn spawn_children(
             constraints: Vec::new(),
             stream,
             budget: budget.clone().and_then(|b| serde_json::from_value(b).ok()),
+            agent_version: None,
+            channel: None,
         };
         // If this fails, the reconciler enqueues the pending child later.
         deps.publisher

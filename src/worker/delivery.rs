@@ -19,6 +19,7 @@ use super::{outbox, unheld};
 use crate::contract::events::{EventData, ResumeReason, TaskResumed, TaskStarted};
 use crate::core::budget::Budget;
 use crate::core::machine::{Machine, TaskInfo};
+use crate::core::storable;
 use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{Claim, NewTask, ResumePoint};
 use crate::store::{self, agents::Agent};
@@ -130,8 +131,26 @@ async fn run(
     };
     let (owner, lease) = (deps.worker_id, deps.lease_secs);
     let budget = spec.budget.as_ref();
-    let intake =
-        store::tasks::take_new(&deps.pool, &new_row, spec.agent_id, owner, lease, budget).await?;
+    // The version is chosen once (CONTRACT §11): a row pinned already keeps its own.
+    let chosen =
+        store::versions::choose_for_task(&deps.pool, spec.agent_id, spec.task_id, &spec.requested)
+            .await?;
+    let version = match chosen {
+        // None: no such agent; the lookup below finds none and rejects the task as unknown.
+        Ok(version) => version,
+        Err(unknown) => {
+            let rejection = Rejection {
+                reason: storable::owned(unknown.to_string()),
+                task_id: Some(spec.task_id),
+                agent_id: Some(spec.agent_id),
+                input: Some(spec.input.clone()),
+                conversation_id: spec.conversation_id,
+            };
+            return Ok(reject(deps, rejection, spec.reply.as_ref()).await);
+        }
+    };
+    let pinned = (spec.agent_id, version);
+    let intake = store::tasks::take_at(&deps.pool, &new_row, pinned, owner, lease, budget).await?;
     if !intake.as_ref().is_some_and(|intake| intake.inserted)
         && let Some(reason) = super::known_id::mismatch(&deps.pool, spec).await?
     {
@@ -376,6 +395,7 @@ fn started(machine: Machine, spec: &TaskSpec, agent: &Agent, last_seq: i64) -> T
         model: agent.model.clone(),
         agent_name: agent.name.clone(),
         conversation_id: spec.conversation_id,
+        agent_version: agent.version,
     };
     log.push(None, None, EventData::TaskStarted(started));
     Taken {

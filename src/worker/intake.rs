@@ -9,6 +9,7 @@
 use serde::Deserialize;
 
 use crate::core::budget::Budget;
+use crate::core::versions::{self, Requested};
 use crate::core::{bounded, storable};
 use crate::store::replies::ReplyRoute;
 use serde_json::Value;
@@ -28,6 +29,8 @@ pub struct TaskSpec {
     /// The AMQP `reply_to` and `correlation_id` (CONTRACT §9): set from the message's
     /// properties, not its body.
     pub reply: Option<ReplyRoute>,
+    /// The agent version or channel the message names (CONTRACT §11).
+    pub requested: Requested,
 }
 
 /// Why a message is refused, with whatever could still be read from it.
@@ -63,6 +66,8 @@ struct RawTask {
     constraints: Option<Value>,
     stream: Option<Value>,
     budget: Option<Value>,
+    agent_version: Option<Value>,
+    channel: Option<Value>,
 }
 
 /// Parses a task message body. `content_type` is the AMQP property, when set.
@@ -159,6 +164,10 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
         problems.push(problem);
         None
     });
+    let requested = requested(raw.agent_version, raw.channel).unwrap_or_else(|problem| {
+        problems.push(problem);
+        Requested::Default
+    });
     match (agent_id, input) {
         (Some(agent_id), Some(input)) if problems.is_empty() => Ok(TaskSpec {
             task_id: task_id.unwrap_or_else(Uuid::now_v7),
@@ -169,6 +178,7 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             stream,
             budget,
             reply: None,
+            requested,
         }),
         _ => {
             let reason = format!("invalid task message: {}", problems.join("; "));
@@ -212,6 +222,39 @@ pub fn parse_budget(value: Option<Value>) -> Result<Option<Budget>, String> {
             Ok(Some(budget))
         }
         Some(_) => Err("budget must be an object".to_owned()),
+    }
+}
+
+/// The message's `agent_version` (an integer >= 1) or `channel` (a name), not both.
+fn requested(version: Option<Value>, channel: Option<Value>) -> Result<Requested, String> {
+    let version = match version {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_i64().and_then(|v| i32::try_from(v).ok()) {
+            Some(v) if v >= 1 => Some(v),
+            _ => return Err("agent_version must be an integer of at least 1".to_owned()),
+        },
+        Some(_) => return Err("agent_version must be an integer".to_owned()),
+    };
+    let channel = match channel {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name))
+            if !name.trim().is_empty() && name.chars().count() <= versions::MAX_CHANNEL_CHARS =>
+        {
+            Some(storable::owned(name))
+        }
+        Some(Value::String(_)) => {
+            return Err(format!(
+                "channel must be 1 to {} characters",
+                versions::MAX_CHANNEL_CHARS
+            ));
+        }
+        Some(_) => return Err("channel must be a string".to_owned()),
+    };
+    match (version, channel) {
+        (Some(_), Some(_)) => Err("name agent_version or channel, not both".to_owned()),
+        (Some(version), None) => Ok(Requested::Version(version)),
+        (None, Some(channel)) => Ok(Requested::Channel(channel)),
+        (None, None) => Ok(Requested::Default),
     }
 }
 
@@ -362,6 +405,36 @@ mod tests {
             rejection.reason
         );
         assert!(rejection.reason.ends_with("(200000 bytes)"));
+    }
+
+    #[test]
+    fn a_version_or_a_channel_may_be_named() {
+        let spec = parse(&json_body(r#""input":"x","agent_version":3"#)).expect("valid");
+        assert_eq!(spec.requested, Requested::Version(3));
+        let spec = parse(&json_body(r#""input":"x","channel":"canary""#)).expect("valid");
+        assert_eq!(spec.requested, Requested::Channel("canary".into()));
+        let spec = parse(&json_body(r#""input":"x","channel":"a\u0000""#)).expect("valid");
+        assert_eq!(spec.requested, Requested::Channel("a\u{FFFD}".into()));
+        assert_eq!(
+            parse(&json_body(r#""input":"x""#)).unwrap().requested,
+            Requested::Default
+        );
+        for (fields, needle) in [
+            (r#""agent_version":0"#, "at least 1"),
+            (r#""agent_version":"2""#, "agent_version must be an integer"),
+            (r#""agent_version":1.5"#, "at least 1"),
+            (r#""channel":" ""#, "channel must be 1 to 100"),
+            (r#""channel":7"#, "channel must be a string"),
+            (r#""agent_version":2,"channel":"stable""#, "not both"),
+        ] {
+            let body = json_body(&format!(r#""input":"x",{fields}"#));
+            let rejection = parse(&body).unwrap_err();
+            assert!(
+                rejection.reason.contains(needle),
+                "{fields}: {}",
+                rejection.reason
+            );
+        }
     }
 
     fn json_body(fields: &str) -> String {

@@ -228,6 +228,7 @@ impl TaskRun<'_> {
     ) -> anyhow::Result<Result<Result<LlmReply, LlmError>, Interrupt>> {
         let (deps, stops) = (self.deps, self.stops.clone());
         let (model, tools) = (self.model.clone(), Arc::clone(&self.tool_specs));
+        let params = self.params.clone();
         let (sender, mut received) = mpsc::unbounded_channel::<String>();
         let on_delta = move |text: &str| {
             let _ = sender.send(text.to_owned());
@@ -238,6 +239,7 @@ impl TaskRun<'_> {
             tools: &tools,
             stream: self.stream,
             on_delta: self.stream.then_some(&on_delta as _),
+            params: params.as_deref(),
         };
         let chat = stops.guard(deps.llm.chat(request));
         tokio::pin!(chat);

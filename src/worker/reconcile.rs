@@ -115,6 +115,8 @@ pub(super) fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
         stream: orphan.stream,
         budget: (orphan.budget.clone())
             .and_then(|budget| super::intake::parse_budget(Some(budget)).ok().flatten()),
+        agent_version: None,
+        channel: None,
     })
 }
 

@@ -59,6 +59,10 @@ pub struct TaskRun<'a> {
     pub(super) machine: Machine,
     pub(super) log: EventLog,
     pub(super) model: String,
+    /// The system prompt template with the agent version's instructions (CONTRACT §11).
+    pub(super) template: Arc<crate::core::prompt::PromptTemplate>,
+    /// The agent version's request parameters, sent with every LLM request.
+    pub(super) params: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     pub(super) granted: Option<Vec<String>>,
     pub(super) tool_specs: Arc<[ToolSpec]>,
     pub(super) stream: bool,
@@ -107,6 +111,14 @@ impl<'a> TaskRun<'a> {
             model: agent.model.clone(),
             created_at: machine.task().created_at,
         };
+        let template = Arc::new(
+            deps.template
+                .with_instructions(agent.instructions.as_deref()),
+        );
+        let params = match agent.params.as_ref().map(|p| &p.0) {
+            Some(serde_json::Value::Object(map)) if !map.is_empty() => Some(Arc::new(map.clone())),
+            _ => None,
+        };
         let approval = agent.approval_policy();
         let approval_timeout_secs = agent.approval_timeout_secs();
         let granted = agent.tools;
@@ -125,6 +137,8 @@ impl<'a> TaskRun<'a> {
             machine,
             log,
             model: agent.model,
+            template,
+            params,
             granted,
             tool_specs,
             stream,
@@ -165,7 +179,7 @@ impl<'a> TaskRun<'a> {
     async fn run(&mut self) -> anyhow::Result<RunEnd> {
         // Fresh or between recursions: Continue; resumed with its tool calls pending:
         // RunTools, whose ledger says which already ran.
-        let mut next = self.machine.resume(Utc::now(), &self.deps.template);
+        let mut next = self.machine.resume(Utc::now(), &self.template);
         let mut resumed_tools = matches!(next, Next::RunTools(_));
         let mut deadline = Instant::now() + self.deps.recursion_timeout;
         loop {
@@ -185,7 +199,7 @@ impl<'a> TaskRun<'a> {
                     deadline = Instant::now() + self.deps.recursion_timeout;
                     let trace_id = Uuid::now_v7();
                     self.machine
-                        .begin_recursion(trace_id, Utc::now(), &self.deps.template)
+                        .begin_recursion(trace_id, Utc::now(), &self.template)
                 }
                 Next::CallLlm(call) => {
                     // The commit of the step so far overlaps the LLM call.

@@ -135,6 +135,9 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ("/v1/agents/{agent_id}", "get"),
         ("/v1/agents/{agent_id}/tasks", "get"),
         ("/v1/agents/{agent_id}/overview", "get"),
+        ("/v1/agents/{agent_id}/versions", "post"),
+        ("/v1/agents/{agent_id}/versions", "get"),
+        ("/v1/agents/{agent_id}/channels/{channel}", "put"),
         ("/v1/schedules", "get"),
         ("/v1/schedules", "post"),
         ("/v1/schedules/{schedule_id}", "get"),
@@ -178,6 +181,7 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         let request = match method.as_str() {
             "post" => gateway.client.post(url).json(&json!({})),
             "patch" => gateway.client.patch(url).json(&json!({})),
+            "put" => gateway.client.put(url).json(&json!({})),
             "delete" => gateway.client.delete(url),
             _ => gateway.client.get(url),
         };

@@ -76,6 +76,7 @@ async fn an_endless_stream_stops_at_max_stream_bytes() {
         tools: &tools,
         stream: true,
         on_delta: Some(&on_delta),
+        params: None,
     };
     let error = client.chat(request).await.expect_err("too large");
     assert_eq!(
@@ -112,6 +113,7 @@ async fn a_stream_assembling_more_than_max_response_bytes_stops() {
         tools: &[],
         stream: true,
         on_delta: None,
+        params: None,
     };
     let error = client.chat(request).await.expect_err("too large");
     assert_eq!(error.label, "too_large", "{error}");

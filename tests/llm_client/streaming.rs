@@ -32,6 +32,7 @@ async fn streamed(llm: &FakeLlm, marker: &str) -> (Result<LlmReply, LlmError>, V
         tools: &tools,
         stream: true,
         on_delta: Some(&on_delta),
+        params: None,
     };
     let result = client(llm).chat(request).await;
     (result, deltas.into_inner().unwrap_or_default())
@@ -193,6 +194,7 @@ async fn plain_calls_never_call_on_delta() {
         tools: &[],
         stream: false,
         on_delta: Some(&on_delta),
+        params: None,
     };
     let reply = client(&llm).chat(request).await.expect("reply");
     assert_eq!(reply.content, "whole");

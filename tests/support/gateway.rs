@@ -76,6 +76,12 @@ impl Gateway {
         self.authorized(self.client.post(self.url(path)))
     }
 
+    /// PUT `body`, expecting `status`; returns the JSON body.
+    pub async fn put_json(&self, path: &str, body: &Value, status: u16) -> Value {
+        let request = self.authorized(self.client.put(self.url(path)));
+        expect_json(request.json(body).send().await, status).await
+    }
+
     /// GET, expecting `status`; returns the JSON body.
     pub async fn get_json(&self, path: &str, status: u16) -> Value {
         expect_json(self.get(path).send().await, status).await

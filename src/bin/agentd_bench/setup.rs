@@ -73,6 +73,7 @@ impl BenchEnv {
             approval_tools: None,
             approval_timeout_secs: None,
             on_approval_expiry: None,
+            instructions: None,
         };
         let agent_id = store::agents::create(&pool, &agent)
             .await

@@ -45,6 +45,7 @@ fn sample(kind: EventType) -> EventData {
             model: "gpt".into(),
             agent_name: "calc".into(),
             conversation_id: Some(Uuid::now_v7()),
+            agent_version: Some(1),
         }),
         EventType::TaskResumed => EventData::TaskResumed(TaskResumed {
             iteration: 2,
@@ -322,9 +323,12 @@ fn task_messages_as_submitted_validate() {
             on_breach: crate::core::budget::BreachAction::Pause,
             ..Default::default()
         }),
+        agent_version: Some(2),
+        channel: None,
     };
     let minimal = TaskMessage {
         task_id: None,
+        agent_version: None,
         conversation_id: None,
         constraints: Vec::new(),
         stream: false,

@@ -53,6 +53,9 @@ pub struct CreateAgent {
     /// `reject` (default) or `fail` when an approval request expires.
     #[serde(default)]
     pub on_approval_expiry: Option<String>,
+    /// The agent's own brief, rendered verbatim once in the system message (CONTRACT §11).
+    #[serde(default)]
+    pub instructions: Option<String>,
 }
 
 /// Query of `GET /v1/agents/{agent_id}/tasks`.
@@ -115,6 +118,7 @@ impl CreateAgent {
                 .map(|tools| tools.into_iter().map(storable::owned).collect()),
             approval_timeout_secs: self.approval_timeout_secs,
             on_approval_expiry: self.on_approval_expiry,
+            instructions: self.instructions.map(storable::owned),
         })
     }
 }

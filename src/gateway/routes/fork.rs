@@ -24,6 +24,9 @@ pub struct ForkBody {
     /// The new task's input (default: the original's).
     #[serde(default)]
     pub input: Option<String>,
+    /// The agent version the fork runs on (default: the original's, CONTRACT §11).
+    #[serde(default)]
+    pub agent_version: Option<i32>,
 }
 
 /// Forks a task: a new task that starts from the state the original had after recursion
@@ -58,7 +61,7 @@ pub async fn fork(
         state.settings(),
         task_id,
         body.from_iteration,
-        body.input,
+        (body.input, body.agent_version),
     )
     .await
     .map_err(|err| ApiError::from_failure(&err))?;

@@ -11,6 +11,7 @@ pub mod schedules;
 pub mod steering;
 pub mod task_list;
 pub mod tasks;
+pub mod versions;
 
 use axum::Json;
 use axum::middleware::from_fn_with_state;
@@ -38,6 +39,8 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(agents::list_agents, agents::create_agent))
         .routes(routes!(agents::get_agent))
         .routes(routes!(agents::agent_tasks))
+        .routes(routes!(versions::publish_version, versions::list_versions))
+        .routes(routes!(versions::set_channel))
         .routes(routes!(overview::agent_overview))
         .routes(routes!(
             schedules::list_schedules,

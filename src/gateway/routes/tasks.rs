@@ -43,6 +43,13 @@ pub struct CreateTask {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub budget: Option<crate::core::budget::Budget>,
+    /// Run on this version of the agent (CONTRACT §11).
+    #[serde(default)]
+    pub agent_version: Option<i32>,
+    /// Run on the version this channel serves (`stable`, `canary`, …); not with
+    /// `agent_version`.
+    #[serde(default)]
+    pub channel: Option<String>,
 }
 
 /// Answer of `POST /v1/tasks`.
@@ -165,6 +172,8 @@ pub async fn create_task(
             ),
         ));
     }
+    super::versions::check_requested(&state, body.agent_id, body.agent_version, &body.channel)
+        .await?;
     let task_id = Uuid::now_v7();
     // Made storable at the door, as the worker does: the row and the message agree.
     let task = TaskMessage {
@@ -177,6 +186,8 @@ pub async fn create_task(
             .collect(),
         stream: body.stream.unwrap_or(false),
         budget: body.budget,
+        agent_version: body.agent_version,
+        channel: body.channel,
     };
     if task.conversation_id.is_some() {
         // A turn is recorded before it is published: that fixes its place in the

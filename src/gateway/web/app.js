@@ -90,7 +90,7 @@ async function loadAgents() {
     const { agents } = await api('v1/agents');
     const wanted = select.value || localStorage.getItem(AGENT_KEY);
     select.replaceChildren(...agents.map((agent) => {
-      const option = el('option', null, `${agent.name} · ${agent.model}`);
+      const option = el('option', null, `${agent.name} · ${agent.model}${agent.version ? ` · v${agent.version}` : ''}`);
       option.value = agent.agent_id;
       return option;
     }));
@@ -117,7 +117,24 @@ async function loadHistory(reset) {
   } catch (error) {
     banner(explain(error));
   }
-  if (reset) loadOverview(agentId);
+  if (reset) { loadOverview(agentId); loadVersions(agentId); }
+}
+
+/** The selected agent's versions and the channels serving them (CONTRACT §11). */
+async function loadVersions(agentId) {
+  const list = $('agent-versions');
+  try {
+    const { versions, channels } = await api(`v1/agents/${agentId}/versions`);
+    if ($('agent').value !== agentId) return;
+    list.replaceChildren(...versions.slice().reverse().map((v) => {
+      const served = channels.filter((c) => c.version === v.version)
+        .map((c) => (c.channel === 'canary' ? `canary ${c.weight} %` : c.channel));
+      const text = `v${v.version} · ${v.model}${served.length ? ` · ${served.join(', ')}` : ''}`;
+      const item = el('li', served.length ? 'live' : null, text);
+      item.title = [v.note, v.instructions].filter(Boolean).join('\n\n');
+      return item;
+    }));
+  } catch (_) { /* the history shows the error already */ }
 }
 
 /** The selected agent's last 24 hours, drawn by charts.js. */
@@ -133,7 +150,7 @@ function historyItem(task) {
   item.dataset.taskId = task.task_id;
   item.title = task.task_id;
   item.append(el('span', `dot ${task.status}`), el('span', 'text', task.input || '(no input)'));
-  item.append(el('span', 'when', `${task.status} · ${ago(task.created_at)}`));
+  item.append(el('span', 'when', `${task.status}${task.agent_version ? ` · v${task.agent_version}` : ''} · ${ago(task.created_at)}`));
   item.addEventListener('click', () => openTask(task.task_id));
   if (task.task_id === state.taskId) item.classList.add('current');
   return item;
@@ -441,7 +458,7 @@ function setStep(stepId, status) {
 const HANDLERS = {
   'task.started': (event, data) => {
     setStatus('running');
-    $('task-meta').textContent = `model ${data.model || '?'} · max ${data.max_iteration || '?'} recursions`;
+    $('task-meta').textContent = `${data.agent_version ? `version ${data.agent_version} · ` : ''}model ${data.model || '?'} · max ${data.max_iteration || '?'} recursions`;
   },
   'task.resumed': (event, data) => {
     setStatus('running');

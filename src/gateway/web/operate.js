@@ -62,7 +62,7 @@ function taskRow(task) {
   const status = el('td');
   status.append(el('span', `pill ${task.status}`, task.status));
   row.append(status, el('td', 'text', task.input || '(no input)'),
-    el('td', 'muted', agentName(task.agent_id)), el('td', 'muted', ago(task.created_at)),
+    el('td', 'muted', `${agentName(task.agent_id)}${task.agent_version ? ` v${task.agent_version}` : ''}`), el('td', 'muted', ago(task.created_at)),
     el('td', 'muted', task.iterations));
   row.addEventListener('click', () => openFromList(task.task_id));
   return row;
