@@ -62,4 +62,7 @@ pub struct WorkerDeps {
     /// recursion keeps.
     pub max_delta_bytes: usize,
     pub max_delta_events: usize,
+    /// `llm.record` and the compiled `llm.record_redact` (CONTRACT §12).
+    pub record: crate::core::call_record::RecordMode,
+    pub redactor: Arc<crate::core::call_record::Redactor>,
 }
