@@ -305,14 +305,20 @@ mod tests {
         assert_eq!(state["global"]["budget"]["used"]["tokens"], 10);
         assert_eq!(state["global"]["budget"]["max"]["wall_secs"], 60);
         assert_eq!(state["global"]["iteration"], 1);
-        assert_eq!(state["current_recursion"]["trace_id"], "<trace_id:1>");
-        assert_eq!(state["last_recursion"]["trace_id"], "<trace_id:2>");
+        // Numbered in order of first appearance, keys sorted: the memory (in `context`)
+        // quotes the last recursion's trace before `current_recursion` comes.
+        assert_eq!(state["current_recursion"]["trace_id"], "<trace_id:2>");
+        assert_eq!(state["last_recursion"]["trace_id"], "<trace_id:1>");
+        assert_eq!(
+            state["context"]["memory"]["short_term"][0]["trace_id"],
+            "<trace_id:1>"
+        );
         let results = &state["last_recursion"]["tool_call_results"][0];
         assert_eq!(results["tool_call_id"], "<tool_call_id:1>");
         assert_eq!(results["result"], 3);
         let history: Value =
             serde_json::from_str(canonical["messages"][2]["content"].as_str().unwrap()).unwrap();
-        assert_eq!(history["trace_id"], "<trace_id:2>");
+        assert_eq!(history["trace_id"], "<trace_id:1>");
         assert_eq!(canonical["messages"][3]["content"], "not json");
         // The user's input is verbatim, even when it quotes the task id.
         assert_eq!(canonical["messages"][0]["content"], format!("input {TASK}"));
@@ -359,7 +365,7 @@ mod tests {
         let messages = request(TASK, TRACE, "2026-01-01T00:00:00Z", 1.5, &memo);
         let text = canonical("m", &messages, &[]).to_string();
         assert!(!text.contains(TRACE), "{text}");
-        assert!(text.contains("the trace <trace_id:1> went well"), "{text}");
+        assert!(text.contains("the trace <trace_id:2> went well"), "{text}");
     }
 
     #[test]
