@@ -297,3 +297,63 @@ async fn hash_and_off_modes_and_prune() {
     assert_eq!(parts(env.pool.clone()).await, 0);
     env.stop().await;
 }
+
+/// What the record stores per recursion of a 30-recursion task under the shipped 15 KB
+/// system prompt: printed (docs/performance.md has the figures), and bounded so that
+/// quadratic growth (every request stored whole) fails: a request repeats the whole prompt
+/// and every earlier history message, the record only what is new.
+#[tokio::test]
+async fn storage_per_recursion_does_not_grow_with_the_task() {
+    let env = TestEnv::start().await;
+    let agent = env.agent(Some(30), None).await;
+    let marker = "record-growth";
+    let mut replies = Vec::new();
+    for i in 0..29 {
+        replies.push(if i % 2 == 0 {
+            call_tool_reply(vec![("calculate", json!({"expression": format!("{i}*7")}))])
+        } else {
+            support::fake_llm::reflect_reply(&format!("step {i} done, the sum so far is {}", i * 7))
+        });
+    }
+    replies.push(answer_reply("done"));
+    env.fake.script(marker, replies);
+    let task_id = submit(&env, agent, &format!("{marker}: add things up"), false).await;
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!((task.status.as_str(), task.iterations), ("completed", 30));
+    let per_recursion: Vec<(i32, i64, i64, i64)> = sqlx::query_as(
+        "WITH calls AS (SELECT id, iteration, request_parts, response FROM llm_calls
+                        WHERE task_id = $1),
+              first AS (SELECT part_id, min(c.iteration) AS iteration
+                        FROM calls c, unnest(c.request_parts) AS part_id GROUP BY part_id)
+         SELECT c.iteration,
+                octet_length(llm_request_text($1, c.request_parts))::bigint AS sent,
+                (SELECT coalesce(sum(pg_column_size(p.content)), 0) FROM first f
+                 JOIN llm_request_parts p ON p.task_id = $1 AND p.part_id = f.part_id
+                 WHERE f.iteration = c.iteration)::bigint
+                + pg_column_size(c.request_parts) + pg_column_size(c.response)
+                + 2 * 65 AS stored,
+                pg_column_size(c.response)::bigint AS response
+         FROM calls c ORDER BY c.iteration",
+    )
+    .bind(task_id)
+    .fetch_all(&env.pool)
+    .await
+    .expect("sizes");
+    assert_eq!(per_recursion.len(), 30);
+    let sent: i64 = per_recursion.iter().map(|r| r.1).sum();
+    let stored: i64 = per_recursion.iter().map(|r| r.2).sum();
+    for (iteration, sent, stored, response) in &per_recursion {
+        println!("recursion {iteration:>2}: sent {sent:>6} B, stored {stored:>6} B (response {response} B)");
+    }
+    println!(
+        "30 recursions: sent {sent} B, stored {stored} B ({} B per recursion, {:.1} % of what was sent)",
+        stored / 30,
+        stored as f64 * 100.0 / sent as f64
+    );
+    // The first recursion stores the prompt; later ones store what is new. Recursion 30
+    // must not store much more than recursion 3 (a whole request would be ~2x).
+    let (early, late) = (per_recursion[2].2, per_recursion[29].2);
+    assert!(late < early * 3 / 2 + 2048, "recursion 3: {early} B, recursion 30: {late} B");
+    assert!(stored * 5 < sent, "stored {stored} B of {sent} B sent");
+    env.stop().await;
+}
