@@ -343,7 +343,9 @@ async fn storage_per_recursion_does_not_grow_with_the_task() {
     let sent: i64 = per_recursion.iter().map(|r| r.1).sum();
     let stored: i64 = per_recursion.iter().map(|r| r.2).sum();
     for (iteration, sent, stored, response) in &per_recursion {
-        println!("recursion {iteration:>2}: sent {sent:>6} B, stored {stored:>6} B (response {response} B)");
+        println!(
+            "recursion {iteration:>2}: sent {sent:>6} B, stored {stored:>6} B (response {response} B)"
+        );
     }
     println!(
         "30 recursions: sent {sent} B, stored {stored} B ({} B per recursion, {:.1} % of what was sent)",
@@ -353,7 +355,10 @@ async fn storage_per_recursion_does_not_grow_with_the_task() {
     // The first recursion stores the prompt; later ones store what is new. Recursion 30
     // must not store much more than recursion 3 (a whole request would be ~2x).
     let (early, late) = (per_recursion[2].2, per_recursion[29].2);
-    assert!(late < early * 3 / 2 + 2048, "recursion 3: {early} B, recursion 30: {late} B");
+    assert!(
+        late < early * 3 / 2 + 2048,
+        "recursion 3: {early} B, recursion 30: {late} B"
+    );
     assert!(stored * 5 < sent, "stored {stored} B of {sent} B sent");
     env.stop().await;
 }

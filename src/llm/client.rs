@@ -479,4 +479,42 @@ mod tests {
         assert_eq!(error.message, "bad key [redacted] given");
         Ok(())
     }
+
+    #[test]
+    fn a_recorded_stream_reads_back_as_the_reply_the_client_parsed() {
+        let mut state = StreamState::with_limit(usize::MAX);
+        let chunks = [
+            r#"{"choices":[{"index":0,"delta":{"content":"he"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"llo","tool_calls":[{"index":0,"function":{"name":"calculate","arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            "[DONE]",
+        ];
+        for chunk in chunks {
+            state.feed("", chunk, None).expect("chunk");
+        }
+        let (reply, completion) = state.finish_recorded().expect("reply");
+        assert_eq!(completion["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(completion["usage"]["completion_tokens"], 2);
+        // The id the client made up for the call is in the record, so it reads back equal.
+        assert!(reply.tool_calls[0].id.starts_with("call_"));
+        let again = decode_completion(200, completion.to_string().as_bytes()).expect("again");
+        assert_eq!(again, reply);
+        assert_eq!(reply.content, "hello");
+        assert_eq!(reply.tool_calls[0].arguments, r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn a_plain_response_is_recorded_as_it_came_and_a_bad_one_with_its_status() {
+        let body = br#"{"id":"x","choices":[{"message":{"content":"hi"}}],"extra":[1]}"#;
+        let (reply, recorded) = decode_recorded(200, body);
+        assert_eq!(reply.expect("reply").content, "hi");
+        assert_eq!(recorded, serde_json::from_slice::<Value>(body).unwrap());
+        let (reply, recorded) = decode_recorded(200, br#"{"choices":[]}"#);
+        assert!(reply.is_err());
+        assert_eq!(recorded, json!({"status": 200, "body": {"choices": []}}));
+        let (reply, recorded) = decode_recorded(200, b"not json");
+        assert!(reply.is_err());
+        assert_eq!(recorded, json!({"status": 200, "body": "not json"}));
+    }
 }
