@@ -191,6 +191,11 @@ pub struct LlmConfig {
     /// Provider rate limits shared by every worker (`[[llm.limits]]`, CONTRACT §10).
     #[serde(default)]
     pub limits: Vec<crate::core::rate_limit::RateLimit>,
+    /// `llm.record` and `llm.record_redact`: the record of every model call (CONTRACT §12).
+    #[serde(default)]
+    pub record: crate::core::call_record::RecordMode,
+    #[serde(default)]
+    pub record_redact: Vec<String>,
 }
 
 impl LlmConfig {
@@ -376,6 +381,7 @@ impl Settings {
         for limit in &self.llm.limits {
             limit.validate().map_err(anyhow::Error::msg)?;
         }
+        crate::core::call_record::Redactor::new(&self.llm.record_redact)?;
         self.tools.validate()?;
         self.metrics.address()?;
         self.retention.validate()?;

@@ -59,10 +59,42 @@ pub struct LlmError {
     pub message: String,
 }
 
+/// One piece of a request body as sent (CONTRACT §12): the pieces in order are the exact
+/// bytes. `text` is where a message's JSON-escaped text is in it (none for the glue
+/// between messages, the model and the tools).
+#[derive(Debug, Clone)]
+pub struct BodyPart {
+    pub bytes: bytes::Bytes,
+    pub text: Option<std::ops::Range<usize>>,
+}
+
+/// One attempt with what it exchanged, for the record (CONTRACT §12).
+#[derive(Debug)]
+pub struct Exchange {
+    pub result: Result<LlmReply, LlmError>,
+    /// The request body as sent, in pieces (empty when nothing was built).
+    pub sent: Vec<BodyPart>,
+    /// The response, when asked for: the provider's JSON body (not streamed), the
+    /// reassembled `{"choices": [{"message", "finish_reason"}], "usage"}` (streamed),
+    /// `{"status", "body"}` for an HTTP error or `{"error"}` for any other failure.
+    pub response: Option<Value>,
+}
+
 /// An OpenAI-compatible chat model. One call is one attempt; retries belong to the driver.
 #[async_trait]
 pub trait Llm: Send + Sync {
     async fn chat(&self, request: LlmRequest<'_>) -> Result<LlmReply, LlmError>;
+
+    /// One attempt that also returns the body it sent and, with `keep_response`, what came
+    /// back. A source that cannot tell sends nothing recordable.
+    async fn exchange(&self, request: LlmRequest<'_>, keep_response: bool) -> Exchange {
+        let _ = keep_response;
+        Exchange {
+            result: self.chat(request).await,
+            sent: Vec::new(),
+            response: None,
+        }
+    }
 }
 
 /// What a tool returned when it succeeded.

@@ -73,6 +73,7 @@ fn step_with(task_id: Uuid, owner: Uuid, iteration: u32, progress: Progress) -> 
             cost_usd: Some(0.25),
             queued_ms: None,
             started_at: chrono::Utc::now(),
+            record: None,
         }],
         max_result_chars: 100,
         tool_meta: Vec::new(),

@@ -2,20 +2,27 @@
 //! template parts are JSON-escaped once and shared (reference-counted) by every request in
 //! flight, and only what differs per request (the state snapshot, the history, the input)
 //! is escaped and copied. The result is the same bytes `serde_json` would produce for
-//! [`super::wire::ChatRequest`] (a test checks it), sent with its `Content-Length`.
+//! [`super::wire::ChatRequest`] (a test checks it), sent with its `Content-Length`. The
+//! pieces are cut where the record (CONTRACT §12) wants them: what repeats from one request
+//! of a task to the next is a piece of its own, so it is stored once.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::wire::{StreamOptions, WireTool, role_name};
-use crate::core::text::Piece;
-use crate::ports::LlmRequest;
+use crate::core::text::{Piece, Text};
+use crate::ports::{BodyPart, LlmRequest};
 
-/// A body in pieces, in order, and its length.
+/// A body in pieces, in order, and its length. Each piece is one part of the record
+/// (CONTRACT §12): the glue between messages, one plain message, one fixed part of the
+/// system prompt template or the state snapshot between them, the tail with the tools.
 #[derive(Debug, Default)]
 pub(crate) struct Body {
     pub chunks: Vec<Bytes>,
+    /// For each chunk, where the JSON-escaped text of a message is in it (none for glue).
+    pub texts: Vec<Option<Range<usize>>>,
     pub len: usize,
     /// Bytes not yet turned into a chunk.
     open: Vec<u8>,
@@ -40,28 +47,43 @@ impl Body {
         let _ = serde_json::to_writer(&mut self.open, value);
     }
 
-    /// Appends `text` escaped, without quotes.
-    fn push_escaped(&mut self, text: &str) {
+    /// Appends `text` escaped, without quotes; where it is in the open chunk.
+    fn push_escaped(&mut self, text: &str) -> Range<usize> {
         let start = self.open.len();
         self.push_json(text);
         // Drop the quotes serde_json wrote around it.
         self.open.pop();
         self.open.remove(start);
+        start..self.open.len()
     }
 
     fn push_shared(&mut self, part: &Arc<str>) {
-        self.close();
+        self.close(None);
         self.len += part.len();
+        self.texts.push(Some(0..part.len()));
         self.chunks
             .push(Bytes::from_owner(Shared(Arc::clone(part))));
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, text: Option<Range<usize>>) {
         if !self.open.is_empty() {
             let open = std::mem::take(&mut self.open);
             self.len += open.len();
+            self.texts.push(text);
             self.chunks.push(Bytes::from(open));
         }
+    }
+
+    /// The chunks with the text ranges, for the record.
+    pub(crate) fn parts(&self) -> Vec<BodyPart> {
+        self.chunks
+            .iter()
+            .zip(&self.texts)
+            .map(|(bytes, text)| BodyPart {
+                bytes: bytes.clone(),
+                text: text.clone(),
+            })
+            .collect()
     }
 }
 
@@ -74,6 +96,7 @@ pub(crate) fn build(request: &LlmRequest<'_>) -> Body {
     body.push(b"{\"model\":");
     body.push_json(request.model);
     body.push(b",\"messages\":[");
+    body.close(None);
     for (i, message) in request.messages.iter().enumerate() {
         if i > 0 {
             body.push(b",");
@@ -81,13 +104,27 @@ pub(crate) fn build(request: &LlmRequest<'_>) -> Body {
         body.push(b"{\"role\":\"");
         body.push(role_name(message.role).as_bytes());
         body.push(b"\",\"content\":\"");
-        for piece in message.content.pieces() {
-            match piece {
-                Piece::Escaped(part) => body.push_shared(part),
-                Piece::Raw(text) => body.push_escaped(text),
+        match &message.content {
+            Text::Plain(text) => {
+                let range = body.push_escaped(text);
+                body.push(b"\"}");
+                body.close(Some(range));
+            }
+            prompt @ Text::Prompt { .. } => {
+                body.close(None);
+                for piece in prompt.pieces() {
+                    match piece {
+                        Piece::Escaped(part) => body.push_shared(part),
+                        Piece::Raw(text) => {
+                            let range = body.push_escaped(text);
+                            body.close(Some(range));
+                        }
+                    }
+                }
+                body.push(b"\"}");
+                body.close(None);
             }
         }
-        body.push(b"\"}");
     }
     body.push(b"]");
     if !request.tools.is_empty() {
@@ -112,7 +149,7 @@ pub(crate) fn build(request: &LlmRequest<'_>) -> Body {
         });
     }
     body.push(b"}");
-    body.close();
+    body.close(None);
     body
 }
 
@@ -194,5 +231,42 @@ mod tests {
         assert_eq!(body["model"], json!("m"));
         assert_eq!(body["stream"], json!(false));
         assert_eq!(body["messages"][0]["content"], json!("hi"));
+    }
+
+    #[test]
+    fn each_message_text_is_a_piece_of_its_own() {
+        let template = PromptTemplate::new("sys \"q\"\n{{current_state}}\nend").unwrap();
+        let messages = [
+            ChatMessage::new(Role::User, "hi \"there\""),
+            ChatMessage::new(Role::System, template.render("{\"k\":1}".into())),
+            ChatMessage::new(Role::Assistant, "{}"),
+        ];
+        let request = LlmRequest {
+            model: "m",
+            messages: &messages,
+            tools: &[],
+            stream: false,
+            on_delta: None,
+            params: None,
+        };
+        let parts = build(&request).parts();
+        let texts: Vec<String> = parts
+            .iter()
+            .filter_map(|part| {
+                let range = part.text.clone()?;
+                let escaped = std::str::from_utf8(&part.bytes[range]).unwrap();
+                Some(serde_json::from_str::<String>(&format!("\"{escaped}\"")).unwrap())
+            })
+            .collect();
+        assert_eq!(
+            texts,
+            ["hi \"there\"", "sys \"q\"\n", "{\"k\":1}", "\nend", "{}"]
+        );
+        // The history message is one piece with its glue.
+        let last = &parts[parts.len() - 2];
+        assert_eq!(
+            &last.bytes[..],
+            b",{\"role\":\"assistant\",\"content\":\"{}\"}"
+        );
     }
 }

@@ -20,9 +20,10 @@ use eventsource_stream::{EventStreamError, Eventsource as _};
 use futures::StreamExt as _;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, LOCATION, RETRY_AFTER};
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 use crate::core::types::LlmReply;
-use crate::ports::{Llm, LlmError, LlmRequest};
+use crate::ports::{BodyPart, Exchange, Llm, LlmError, LlmRequest};
 
 use super::errors::{decode_error, http_error, parse_retry_after, redirect_error, transport_error};
 use super::secret::{Secret, redact_userinfo};
@@ -162,12 +163,14 @@ impl OpenAiClient {
         self.endpoint.as_str()
     }
 
-    /// Builds the POST for one request. Every wire decision lives here.
-    fn build(&self, request: &LlmRequest<'_>) -> reqwest::RequestBuilder {
+    /// Builds the POST for one request, and the body's pieces for the record. Every wire
+    /// decision lives here.
+    fn build(&self, request: &LlmRequest<'_>) -> (reqwest::RequestBuilder, Vec<BodyPart>) {
         // The body is sent as its pieces: the template parts shared by every request in
         // flight are not copied per request (with a thousand calls in flight, copies of the
         // system prompt would be most of a worker's memory).
         let body = body::build(request);
+        let parts = body.parts();
         let chunks = futures::stream::iter(body.chunks.into_iter().map(Ok::<_, Infallible>));
         let builder = self
             .http
@@ -175,11 +178,12 @@ impl OpenAiClient {
             .header(CONTENT_TYPE, "application/json")
             .header(CONTENT_LENGTH, body.len)
             .body(reqwest::Body::wrap_stream(chunks));
-        match &self.api_key {
+        let builder = match &self.api_key {
             // `bearer_auth` marks the header sensitive, so reqwest never prints it either.
             Some(key) => builder.bearer_auth(key.expose()),
             None => builder,
-        }
+        };
+        (builder, parts)
     }
 
     /// Replaces any echo of the API key in a provider-supplied message.
@@ -193,8 +197,30 @@ impl OpenAiClient {
         error
     }
 
-    async fn attempt(&self, request: &LlmRequest<'_>) -> Result<LlmReply, LlmError> {
-        let response = self.build(request).send().await.map_err(transport_error)?;
+    /// Replaces any echo of the API key in the strings of a recorded response.
+    fn scrub_json(&self, value: &mut Value) {
+        let Some(key) = self.api_key.as_ref().map(Secret::expose) else {
+            return;
+        };
+        if key.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(text) if text.contains(key) => *text = text.replace(key, "[redacted]"),
+            Value::Array(items) => items.iter_mut().for_each(|item| self.scrub_json(item)),
+            Value::Object(map) => map.values_mut().for_each(|item| self.scrub_json(item)),
+            _ => {}
+        }
+    }
+
+    async fn attempt(
+        &self,
+        request: &LlmRequest<'_>,
+        record: &mut Record,
+    ) -> Result<LlmReply, LlmError> {
+        let (builder, parts) = self.build(request);
+        record.sent = parts;
+        let response = builder.send().await.map_err(transport_error)?;
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
         let streamed = request.stream && is_event_stream(response.headers());
@@ -205,13 +231,20 @@ impl OpenAiClient {
         }
         if !(200..300).contains(&status) {
             let body = read::error_body(response).await;
+            record.keep(|| json!({"status": status, "body": body_json(&body)}));
             return Err(http_error(status, retry_after, &body));
         }
         if streamed {
-            return self.read_stream(response, request).await;
+            return self.read_stream(response, request, record).await;
         }
         let body = read::body(response, self.max_response_bytes).await?;
-        let reply = decode_completion(status, &body)?;
+        let reply = if record.keep_response {
+            let (reply, response) = decode_recorded(status, &body);
+            record.response = Some(response);
+            reply?
+        } else {
+            decode_completion(status, &body)?
+        };
         // A provider that ignores `stream: true` still answers: hand over the content whole.
         if let (true, Some(on_delta)) = (request.stream, request.on_delta)
             && !reply.content.is_empty()
@@ -219,6 +252,54 @@ impl OpenAiClient {
             on_delta(&reply.content);
         }
         Ok(reply)
+    }
+}
+
+/// What one attempt sent and got, for the record.
+#[derive(Default)]
+struct Record {
+    keep_response: bool,
+    sent: Vec<BodyPart>,
+    response: Option<Value>,
+}
+
+impl Record {
+    fn keep(&mut self, response: impl FnOnce() -> Value) {
+        if self.keep_response {
+            self.response = Some(response());
+        }
+    }
+}
+
+/// A body as JSON when it is JSON, else as (lossy) text.
+fn body_json(body: &[u8]) -> Value {
+    serde_json::from_slice(body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()))
+}
+
+/// Decodes a non-streamed completion body, and the response to record: the provider's
+/// JSON, or `{"status", "body"}` when it is not a completion.
+fn decode_recorded(status: u16, body: &[u8]) -> (Result<LlmReply, LlmError>, Value) {
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        Err(e) => {
+            let error = decode_error(status, format!("undecodable response body: {e}"));
+            return (
+                Err(error),
+                json!({"status": status, "body": body_json(body)}),
+            );
+        }
+    };
+    let reply = ChatResponse::deserialize(&value)
+        .map_err(|e| decode_error(status, format!("undecodable response body: {e}")))
+        .and_then(|parsed| {
+            parsed
+                .into_reply()
+                .map_err(|detail| decode_error(status, detail))
+        });
+    match reply {
+        Ok(reply) => (Ok(reply), value),
+        Err(error) => (Err(error), json!({"status": status, "body": value})),
     }
 }
 
@@ -238,6 +319,7 @@ impl OpenAiClient {
         &self,
         response: reqwest::Response,
         request: &LlmRequest<'_>,
+        record: &mut Record,
     ) -> Result<LlmReply, LlmError> {
         let mut events = read::bounded_stream(response, self.max_stream_bytes).eventsource();
         let mut state = StreamState::with_limit(self.max_response_bytes);
@@ -251,7 +333,12 @@ impl OpenAiClient {
                 break;
             }
         }
-        state.finish()
+        if !record.keep_response {
+            return state.finish();
+        }
+        let (reply, completion) = state.finish_recorded()?;
+        record.response = Some(completion);
+        Ok(reply)
     }
 }
 
@@ -271,6 +358,10 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[async_trait]
 impl Llm for OpenAiClient {
     async fn chat(&self, request: LlmRequest<'_>) -> Result<LlmReply, LlmError> {
+        self.exchange(request, false).await.result
+    }
+
+    async fn exchange(&self, request: LlmRequest<'_>, keep_response: bool) -> Exchange {
         tracing::debug!(
             model = request.model,
             messages = request.messages.len(),
@@ -278,7 +369,23 @@ impl Llm for OpenAiClient {
             stream = request.stream,
             "llm request"
         );
-        let result = self.attempt(&request).await.map_err(|e| self.scrub(e));
+        let mut record = Record {
+            keep_response,
+            ..Record::default()
+        };
+        let result = self
+            .attempt(&request, &mut record)
+            .await
+            .map_err(|e| self.scrub(e));
+        if let Err(error) = &result
+            && keep_response
+            && record.response.is_none()
+        {
+            record.response = Some(json!({"error": error.to_string()}));
+        }
+        if let Some(response) = &mut record.response {
+            self.scrub_json(response);
+        }
         match &result {
             Ok(reply) => tracing::debug!(
                 tool_calls = reply.tool_calls.len(),
@@ -288,7 +395,11 @@ impl Llm for OpenAiClient {
             ),
             Err(error) => tracing::debug!(%error, "llm call failed"),
         }
-        result
+        Exchange {
+            result,
+            sent: record.sent,
+            response: record.response,
+        }
     }
 }
 
@@ -367,5 +478,43 @@ mod tests {
         let error = client.scrub(http_error(401, None, b"bad key sk-unit-secret given"));
         assert_eq!(error.message, "bad key [redacted] given");
         Ok(())
+    }
+
+    #[test]
+    fn a_recorded_stream_reads_back_as_the_reply_the_client_parsed() {
+        let mut state = StreamState::with_limit(usize::MAX);
+        let chunks = [
+            r#"{"choices":[{"index":0,"delta":{"content":"he"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"llo","tool_calls":[{"index":0,"function":{"name":"calculate","arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            "[DONE]",
+        ];
+        for chunk in chunks {
+            state.feed("", chunk, None).expect("chunk");
+        }
+        let (reply, completion) = state.finish_recorded().expect("reply");
+        assert_eq!(completion["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(completion["usage"]["completion_tokens"], 2);
+        // The id the client made up for the call is in the record, so it reads back equal.
+        assert!(reply.tool_calls[0].id.starts_with("call_"));
+        let again = decode_completion(200, completion.to_string().as_bytes()).expect("again");
+        assert_eq!(again, reply);
+        assert_eq!(reply.content, "hello");
+        assert_eq!(reply.tool_calls[0].arguments, r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn a_plain_response_is_recorded_as_it_came_and_a_bad_one_with_its_status() {
+        let body = br#"{"id":"x","choices":[{"message":{"content":"hi"}}],"extra":[1]}"#;
+        let (reply, recorded) = decode_recorded(200, body);
+        assert_eq!(reply.expect("reply").content, "hi");
+        assert_eq!(recorded, serde_json::from_slice::<Value>(body).unwrap());
+        let (reply, recorded) = decode_recorded(200, br#"{"choices":[]}"#);
+        assert!(reply.is_err());
+        assert_eq!(recorded, json!({"status": 200, "body": {"choices": []}}));
+        let (reply, recorded) = decode_recorded(200, b"not json");
+        assert!(reply.is_err());
+        assert_eq!(recorded, json!({"status": 200, "body": "not json"}));
     }
 }

@@ -43,6 +43,8 @@ struct ChunkChoice {
     index: Option<u64>,
     #[serde(default)]
     delta: Option<ChunkDelta>,
+    #[serde(default)]
+    finish_reason: Option<Value>,
 }
 
 /// The increment of the assistant message.
@@ -89,6 +91,8 @@ pub(crate) struct StreamState {
     content: String,
     calls: Vec<PartialCall>,
     usage: Option<Value>,
+    /// The last non-null `finish_reason` of choice 0, for the record.
+    finish_reason: Option<Value>,
     done: bool,
     /// Bytes of content and tool call text assembled so far, and their bound.
     assembled: usize,
@@ -119,6 +123,7 @@ impl StreamState {
             content: String::new(),
             calls: Vec::new(),
             usage: None,
+            finish_reason: None,
             done: false,
             assembled: 0,
             max_assembled,
@@ -161,11 +166,13 @@ impl StreamState {
             self.usage = Some(usage);
         }
         let choices = chunk.choices.unwrap_or_default().into_iter();
-        for delta in choices
-            .filter(|choice| choice.index.unwrap_or(0) == 0)
-            .filter_map(|choice| choice.delta)
-        {
-            self.apply(delta, on_delta);
+        for choice in choices.filter(|choice| choice.index.unwrap_or(0) == 0) {
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_null()) {
+                self.finish_reason = Some(reason);
+            }
+            if let Some(delta) = choice.delta {
+                self.apply(delta, on_delta);
+            }
         }
         if self.assembled > self.max_assembled {
             let max = self.max_assembled;
@@ -228,6 +235,31 @@ impl StreamState {
                 .get_or_insert_with(String::new)
                 .push_str(&piece);
         }
+    }
+
+    /// The assembled reply and, for the record, the reassembled completion
+    /// `{"choices": [{"index": 0, "message", "finish_reason"}], "usage"}`: read back as a
+    /// plain response it gives the same reply (tool call ids as assigned here included).
+    pub(crate) fn finish_recorded(mut self) -> Result<(LlmReply, Value), LlmError> {
+        let (finish_reason, usage) = (self.finish_reason.take(), self.usage.clone());
+        let reply = self.finish()?;
+        let mut message = serde_json::json!({"role": "assistant", "content": reply.content});
+        if !reply.tool_calls.is_empty() {
+            let calls: Vec<Value> = reply
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    serde_json::json!({"id": call.id, "type": "function", "function": {
+                        "name": call.name, "arguments": call.arguments}})
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(calls);
+        }
+        let completion = serde_json::json!({
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": usage,
+        });
+        Ok((reply, completion))
     }
 
     /// The assembled reply; an error if the stream ended before `[DONE]`.

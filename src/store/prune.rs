@@ -19,8 +19,15 @@ pub const ENDED_STATUSES: [&str; 4] = [
     status::REJECTED,
 ];
 
-/// The tables a task's trace lives in, children first.
-const TRACE_TABLES: [&str; 4] = ["events", "llm_calls", "tool_calls", "recursions"];
+/// The tables a task's trace lives in, children first. `llm_request_parts` holds the parts
+/// of the recorded requests (CONTRACT §12); its rows are not counted.
+const TRACE_TABLES: [&str; 5] = [
+    "events",
+    "llm_request_parts",
+    "llm_calls",
+    "tool_calls",
+    "recursions",
+];
 
 /// Parses an age such as `30d`, `12h`, `90m`, `45s` or `2w` (a whole number and one unit).
 pub fn parse_age(text: &str) -> Result<Duration, String> {
@@ -123,6 +130,7 @@ impl PruneCounts {
             "tool_calls" => self.tool_calls = rows,
             "llm_calls" => self.llm_calls = rows,
             "events" => self.events = rows,
+            "llm_request_parts" => {}
             _ => self.tasks = rows,
         }
     }

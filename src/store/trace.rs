@@ -26,6 +26,8 @@ pub struct LlmCallRow {
     pub queued_ms: Option<u64>,
     /// When the attempt started (after any rate-limit wait).
     pub started_at: chrono::DateTime<chrono::Utc>,
+    /// What it exchanged (CONTRACT §12); none with `llm.record = off`.
+    pub record: Option<Box<super::llm_record::CallRecord>>,
 }
 
 /// A stored recursion, for `agentd trace`.

@@ -64,4 +64,7 @@ pub struct WorkerDeps {
     pub max_delta_events: usize,
     /// `[control]`: the keys control messages are signed with (CONTRACT v3 §15).
     pub control: Arc<crate::config::ControlSettings>,
+    /// `llm.record` and the compiled `llm.record_redact` (CONTRACT §12).
+    pub record: crate::core::call_record::RecordMode,
+    pub redactor: Arc<crate::core::call_record::Redactor>,
 }

@@ -241,17 +241,20 @@ impl TaskRun<'_> {
             on_delta: self.stream.then_some(&on_delta as _),
             params: params.as_deref(),
         };
-        let chat = stops.guard(deps.llm.chat(request));
+        let chat = stops.guard(deps.llm.exchange(request, deps.record.bodies()));
         tokio::pin!(chat);
         let mut tick = tokio::time::interval(DELTA_FLUSH_EVERY);
         loop {
             tokio::select! {
-                result = &mut chat => {
+                exchange = &mut chat => {
                     while let Ok(text) = received.try_recv() {
                         deltas.push(&text);
                     }
                     self.publish_delta(call, attempt, deltas).await?;
-                    return Ok(result);
+                    return Ok(exchange.map(|exchange| {
+                        self.keep_record(call, &exchange.sent, exchange.response);
+                        exchange.result
+                    }));
                 }
                 Some(text) = received.recv() => {
                     deltas.push(&text);
@@ -335,6 +338,7 @@ impl TaskRun<'_> {
             cost_usd,
             queued_ms,
             started_at,
+            record: self.recording.take(),
         });
     }
 }

@@ -19,6 +19,7 @@ mod delivery;
 mod known_id;
 mod llm_call;
 mod llm_deltas;
+mod llm_record;
 mod reconcile;
 mod replies;
 mod running;
@@ -98,6 +99,10 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         max_delta_bytes: settings.llm.max_delta_bytes,
         max_delta_events: settings.llm.max_delta_events,
         control: Arc::new(settings.control.clone()),
+        record: settings.llm.record,
+        redactor: Arc::new(crate::core::call_record::Redactor::new(
+            &settings.llm.record_redact,
+        )?),
     })
 }
 

@@ -74,6 +74,8 @@ pub struct TaskRun<'a> {
     pub(super) delegates: Vec<Uuid>,
     /// LLM attempts not committed yet (written with the next step).
     pub(super) llm_rows: Vec<LlmCallRow>,
+    /// The record of the model calls (CONTRACT §12): the parts stored, the last exchange.
+    pub(super) recording: super::llm_record::Recording,
     /// Finished recursions not committed yet.
     records: Vec<RecursionRecord>,
     /// The ledger fields of the tool calls of `records`, in the same order.
@@ -144,6 +146,7 @@ impl<'a> TaskRun<'a> {
             stream,
             stops,
             llm_rows: Vec::new(),
+            recording: Default::default(),
             records: Vec::new(),
             tool_meta: Vec::new(),
             started: Vec::new(),

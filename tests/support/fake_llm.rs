@@ -158,6 +158,7 @@ async fn chat(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) 
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
+        bytes: body.to_vec(),
     };
     lock(&inner.requests).push(recorded.clone());
     let reply = match parsed {

@@ -10,6 +10,7 @@
 //! bounded number of passes, serde_json's recursion limit), the bounds only catch a
 //! quadratic regression, which would take minutes at these sizes.
 
+mod record;
 mod reply;
 mod snapshot;
 mod storable;

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod approvals;
 mod budget;
 pub mod fork;
+pub mod llm_calls;
 pub mod overview;
 pub mod schedules;
 pub mod steering;
@@ -29,6 +30,7 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::create_task, task_list::list_tasks))
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))
+        .routes(routes!(llm_calls::task_llm_calls))
         .routes(routes!(steering::pause_task))
         .routes(routes!(steering::resume_task))
         .routes(routes!(steering::inject_task))

@@ -508,6 +508,7 @@ const HANDLERS = {
     entry.body.prepend(...details);
     if (data.error_log) entry.body.append(el('div', 'errlog', data.error_log));
     entry.traceId = event.trace_id;
+    showExchange(entry, data.iteration || event.iteration);
   },
   'task.completed': (event, data) => {
     setStatus('completed');
@@ -588,6 +589,34 @@ function annotateLlmCalls(calls) {
     }).join('\n');
     entry.body.append(el('div', 'llm', text));
     entry.llmShown = true;
+  }
+}
+
+// What the model was sent and what it replied (CONTRACT §12), per attempt of a recursion,
+// from GET /v1/tasks/{id}/llm_calls (empty unless llm.record = full). Read once the
+// recursion is committed, which its recursion.completed event says.
+async function showExchange(entry, iteration) {
+  const taskId = state.taskId;
+  if (!iteration || entry.exchangeShown) return;
+  entry.exchangeShown = true;
+  let list;
+  try {
+    list = await api(`v1/tasks/${taskId}/llm_calls?iteration=${iteration}`);
+  } catch (_) { return; }
+  if (state.taskId !== taskId) return;
+  for (const call of list.llm_calls || []) {
+    if (!call.request && !call.response) continue;
+    const box = el('details', 'exchange');
+    box.append(el('summary', null,
+      `model exchange, attempt ${call.attempt}: ${call.status} · request ${String(call.request_key || '').slice(0, 12)}`));
+    const messages = (call.request && call.request.messages) || [];
+    for (const message of messages) {
+      box.append(el('div', 'exchange-role', `sent · ${message.role}`), el('pre', 'exchange-text', message.content));
+    }
+    const reply = call.response && call.response.choices && call.response.choices[0]
+      ? call.response.choices[0].message : call.response;
+    box.append(el('div', 'exchange-role', 'replied'), el('pre', 'exchange-text', reply === undefined || reply === null ? '' : JSON.stringify(reply, null, 2)));
+    entry.body.append(box);
   }
 }
 

@@ -8,12 +8,14 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{Progress, Step, ToolMeta};
+use crate::core::call_record::StoredPart;
 use crate::core::limits::{trim_json, trim_text};
 use crate::core::types::ToolCallResult;
 
 /// `$1..$12` and `$61..$65` the tasks, `$13..$25` recursions, `$26..$32` and `$68..$69`
 /// started tool calls (and approval requests), `$33..$46` finished tool calls, `$47..$55`
-/// and `$66..$67`, `$70..$71` LLM attempts, `$56..$60` events.
+/// and `$66..$67`, `$70..$71`, `$72..$75` LLM attempts (with their record, CONTRACT §12) and
+/// `$76..$78` the parts of their requests, `$56..$60` events.
 const WRITE_STEPS: &str = "\
 WITH v AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[],
@@ -120,17 +122,27 @@ tool_call_rows AS (
 llm_call_rows AS (
     INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms,
                            prompt_tokens, completion_tokens, error, model, cost_usd, queued_ms,
-                           started_at)
+                           started_at, request_sha256, request_key, request_parts, response)
     SELECT l.task_id, l.trace_id, l.iteration, l.attempt, l.status, l.latency_ms,
            l.prompt_tokens, l.completion_tokens, l.error, l.model, l.cost_usd, l.queued_ms,
-           l.started_at
+           l.started_at, l.request_sha256, l.request_key, l.request_parts::uuid[],
+           l.response::jsonb
     FROM UNNEST($47::uuid[], $48::uuid[], $49::int[], $50::int[], $51::text[],
                 $52::bigint[], $53::bigint[], $54::bigint[], $55::text[], $66::text[],
-                $67::float8[], $70::bigint[], $71::timestamptz[]) WITH ORDINALITY
+                $67::float8[], $70::bigint[], $71::timestamptz[], $72::text[], $73::text[],
+                $74::text[], $75::text[]) WITH ORDINALITY
          AS l (task_id, trace_id, iteration, attempt, status, latency_ms, prompt_tokens,
-               completion_tokens, error, model, cost_usd, queued_ms, started_at, ord)
+               completion_tokens, error, model, cost_usd, queued_ms, started_at,
+               request_sha256, request_key, request_parts, response, ord)
     JOIN task USING (task_id)
     ORDER BY l.ord
+),
+llm_part_rows AS (
+    INSERT INTO llm_request_parts (task_id, part_id, content)
+    SELECT p.task_id, p.part_id, p.content
+    FROM UNNEST($76::uuid[], $77::uuid[], $78::text[]) AS p (task_id, part_id, content)
+    JOIN task USING (task_id)
+    ON CONFLICT (task_id, part_id) DO NOTHING
 ),
 event_rows AS (
     INSERT INTO events (task_id, seq, event_id, type, payload)
@@ -275,6 +287,21 @@ fn rows<'a, T: 'a>(
         .collect()
 }
 
+/// A uuid[] literal, bound as text: the request parts of each attempt differ in number,
+/// which a two-dimensional array cannot hold.
+fn uuid_array(ids: &[Uuid]) -> String {
+    let mut out = String::with_capacity(ids.len() * 37 + 2);
+    out.push('{');
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&id.hyphenated().to_string());
+    }
+    out.push('}');
+    out
+}
+
 fn column<'a, T, U>(items: &'a [T], field: impl Fn(&'a T) -> U) -> Vec<U> {
     items.iter().map(field).collect()
 }
@@ -286,6 +313,13 @@ pub(super) async fn execute(pool: &PgPool, steps: &[Step<'_>]) -> sqlx::Result<H
     let started = rows(steps, |w| &w.started);
     let llm = rows(steps, |w| &w.llm_rows);
     let calls = finished_calls(steps);
+    let parts: Vec<(&super::StepWrite, &StoredPart)> = llm
+        .iter()
+        .flat_map(|(w, l)| {
+            let parts = l.record.as_ref().map_or(&[][..], |r| &r.new_parts[..]);
+            parts.iter().map(move |p| (*w, p))
+        })
+        .collect();
     let events: Vec<(Uuid, &super::EventRow<'_>)> = steps
         .iter()
         .flat_map(|s| s.events.iter().map(move |e| (s.write.task_id, e)))
@@ -381,6 +415,23 @@ pub(super) async fn execute(pool: &PgPool, steps: &[Step<'_>]) -> sqlx::Result<H
         // the LLM attempts' waits for a rate limit
         .bind(column(&llm, |(_, l)| l.queued_ms.map(bigint)))
         .bind(column(&llm, |(_, l)| l.started_at))
+        // the LLM attempts' records and the parts of their requests
+        .bind(column(&llm, |(_, l)| {
+            l.record.as_ref().map(|r| r.request_sha256.as_str())
+        }))
+        .bind(column(&llm, |(_, l)| {
+            l.record.as_ref().map(|r| r.request_key.as_str())
+        }))
+        .bind(column(&llm, |(_, l)| {
+            let parts = l.record.as_ref().and_then(|r| r.parts.as_deref());
+            parts.map(uuid_array)
+        }))
+        .bind(column(&llm, |(_, l)| {
+            l.record.as_ref().and_then(|r| r.response.as_deref())
+        }))
+        .bind(column(&parts, |(w, _)| w.task_id))
+        .bind(column(&parts, |(_, p)| p.id))
+        .bind(column(&parts, |(_, p)| p.content.as_str()))
         .fetch_all(pool)
         .await?;
     Ok(written.into_iter().collect())

@@ -10,6 +10,8 @@ pub struct RecordedRequest {
     pub body: Value,
     /// The `Authorization` header, e.g. `Bearer sk-...`.
     pub authorization: Option<String>,
+    /// The body exactly as received.
+    pub bytes: Vec<u8>,
 }
 
 impl RecordedRequest {

@@ -1,0 +1,69 @@
+//! The record of one model call attempt (CONTRACT v3 §12), made as the attempt ends and
+//! written with its `llm_calls` row: `request_sha256` over the exact bytes the client sent,
+//! `request_key` over the canonical form (`core::request_key`), and with `llm.record =
+//! full` the body's parts (each stored once per task: the parts this run already wrote are
+//! not sent to PostgreSQL again) and the response, made storable and redacted
+//! (`core::call_record`).
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::task_run::TaskRun;
+use crate::core::call_record::{stored_part, stored_response};
+use crate::core::machine::LlmCall;
+use crate::core::request_key::{request_key, sha256_hex};
+use crate::ports::BodyPart;
+use crate::store::llm_record::CallRecord;
+
+/// A task run's side of the record.
+#[derive(Debug, Default)]
+pub struct Recording {
+    /// Parts this run has handed to a step already: a later step need not write them.
+    stored: HashSet<Uuid>,
+    /// The record of the attempt that just ended, for its `llm_calls` row.
+    pending: Option<Box<CallRecord>>,
+}
+
+impl Recording {
+    /// The record of the attempt that just ended, if any.
+    pub(super) fn take(&mut self) -> Option<Box<CallRecord>> {
+        self.pending.take()
+    }
+}
+
+impl TaskRun<'_> {
+    /// Keeps the record of the attempt that `sent` the body and got `response`.
+    pub(super) fn keep_record(
+        &mut self,
+        call: &LlmCall,
+        sent: &[BodyPart],
+        response: Option<Value>,
+    ) {
+        let mode = self.deps.record;
+        self.recording.pending = None;
+        if !mode.hashes() || sent.is_empty() {
+            return;
+        }
+        let mut record = CallRecord {
+            request_sha256: sha256_hex(sent.iter().map(|part| &part.bytes[..])),
+            request_key: request_key(&self.model, &call.messages, &self.tool_specs),
+            ..CallRecord::default()
+        };
+        if mode.bodies() {
+            let redactor = &self.deps.redactor;
+            let mut ids = Vec::with_capacity(sent.len());
+            for part in sent {
+                let stored = stored_part(&part.bytes, part.text.clone(), redactor);
+                ids.push(stored.id);
+                if self.recording.stored.insert(stored.id) {
+                    record.new_parts.push(stored);
+                }
+            }
+            record.parts = Some(ids);
+            record.response = response.map(|r| stored_response(r, redactor).to_string());
+        }
+        self.recording.pending = Some(Box::new(record));
+    }
+}
