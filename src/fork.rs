@@ -98,6 +98,7 @@ pub async fn fork_task(
         limits,
         conversation: Vec::new(),
         budget: budget.clone(),
+        stall: agent.stall_settings(),
     };
     let template = template(settings)?;
     let machine = match Machine::rebuild(info.clone(), &past, &template) {

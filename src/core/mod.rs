@@ -28,3 +28,4 @@ pub mod state;
 pub mod storable;
 pub mod text;
 pub mod types;
+pub mod unknown;

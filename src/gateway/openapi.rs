@@ -275,6 +275,11 @@ pub struct Agent {
     conversation_policy: Option<String>,
     /// The agents it may delegate to (the `delegate` tool).
     delegates: Option<Vec<Uuid>>,
+    /// Stall detection (CONTRACT §14): `{"repeat", "action"}`; null: the default.
+    #[schema(value_type = Option<Object>)]
+    stall: Option<Value>,
+    /// `tell_model` or `hold` (CONTRACT §14).
+    on_unknown: String,
 }
 
 #[cfg(test)]
@@ -391,6 +396,8 @@ mod tests {
             on_approval_expiry: None,
             conversation_policy: None,
             delegates: None,
+            stall: None,
+            on_unknown: "tell_model".into(),
         };
         assert_eq!(schema_fields("Agent"), json_fields(&agent));
     }

@@ -57,10 +57,14 @@ pub const PRUNED_TASKS: &str = "agentd_pruned_tasks_total";
 /// Histogram: duration of one periodic prune.
 pub const PRUNE_DURATION: &str = "agentd_prune_duration_seconds";
 
+/// Counter: stalls detected (CONTRACT §14), by the action taken (`nudge`, `answer`,
+/// `pause`, `fail`).
+pub const TASK_STALLS: &str = "agentd_task_stalls_total";
+
 /// The action types of seed 002 (anything else is labelled `other`, none is `none`).
 pub const ACTION_TYPES: [&str; 4] = ["CALL_TOOL", "RE_PLAN", "REFLECT", "ANSWER"];
 /// The `task.failed` reasons of CONTRACT §3.
-pub const FAIL_REASONS: [&str; 7] = [
+pub const FAIL_REASONS: [&str; 8] = [
     "max_iteration",
     "llm_error",
     "rejected",
@@ -68,6 +72,7 @@ pub const FAIL_REASONS: [&str; 7] = [
     "delivery_limit",
     "budget",
     "approval_expired",
+    "no_progress",
 ];
 
 /// Registers help texts and units with the recorder.
@@ -110,4 +115,5 @@ pub(super) fn describe() {
     describe_counter!(MCP_RESTARTS, "MCP server restarts");
     describe_counter!(PRUNED_TASKS, "Ended tasks removed by the periodic prune");
     describe_histogram!(PRUNE_DURATION, Unit::Seconds, "Periodic prune duration");
+    describe_counter!(TASK_STALLS, "Stalls detected, by the action taken");
 }

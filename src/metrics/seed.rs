@@ -10,6 +10,7 @@ use super::names::*;
 use super::{KNOWN_LLM, KNOWN_TOOLS};
 use crate::contract::events::EventType;
 use crate::core::budget::{BreachAction, BudgetLimit};
+use crate::core::stall::StallAction;
 
 /// The series whose label values are fixed: called once the recorder is installed.
 pub(super) fn fixed() {
@@ -60,6 +61,14 @@ pub(super) fn fixed() {
             let (limit, action) = (limit.as_str(), action.as_str());
             counter!(BUDGET_BREACHES, "limit" => limit, "action" => action).increment(0);
         }
+    }
+    for action in [
+        StallAction::Nudge,
+        StallAction::Answer,
+        StallAction::Pause,
+        StallAction::Fail,
+    ] {
+        counter!(TASK_STALLS, "action" => action.as_str()).increment(0);
     }
     tools();
     llm();

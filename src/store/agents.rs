@@ -28,6 +28,10 @@ pub struct Agent {
     pub conversation_policy: Option<String>,
     /// The agents it may delegate to with the `delegate` tool (CONTRACT §10).
     pub delegates: Option<Vec<Uuid>>,
+    /// Stall detection settings (CONTRACT §14); null: the default.
+    pub stall: Option<sqlx::types::Json<serde_json::Value>>,
+    /// `tell_model` (default) or `hold` (CONTRACT §14).
+    pub on_unknown: String,
 }
 
 impl Agent {
@@ -36,6 +40,24 @@ impl Agent {
         crate::core::approval::ApprovalPolicy {
             tools: self.approval_tools.clone().unwrap_or_default(),
         }
+    }
+
+    /// Its stall detection settings; stored ones that cannot be read (written by hand
+    /// with SQL) give the default, with a warning.
+    pub fn stall_settings(&self) -> crate::core::stall::StallSettings {
+        let stored = self
+            .stall
+            .as_ref()
+            .map_or(&serde_json::Value::Null, |s| &s.0);
+        crate::core::stall::StallSettings::from_json(stored).unwrap_or_else(|error| {
+            tracing::warn!(agent_id = %self.agent_id, %error, "agents.stall unreadable: default used");
+            crate::core::stall::StallSettings::default()
+        })
+    }
+
+    /// Whether a call whose outcome is unknown holds the task for a person.
+    pub fn holds_unknown(&self) -> bool {
+        self.on_unknown == "hold"
     }
 
     /// How long its approval requests wait, in seconds.
@@ -50,7 +72,7 @@ impl Agent {
 /// The columns of [`Agent`], in its order (every query that reads agents selects these).
 pub const AGENT_COLUMNS: &str = "agent_id, name, model, max_iteration, tools, \
      context_budget_tokens, created_at, budget, approval_tools, approval_timeout_secs, \
-     on_approval_expiry, conversation_policy, delegates";
+     on_approval_expiry, conversation_policy, delegates, stall, on_unknown";
 
 /// What `agentd agent create` inserts.
 #[derive(Debug, Clone)]
@@ -63,6 +85,10 @@ pub struct NewAgent {
     pub approval_tools: Option<Vec<String>>,
     pub approval_timeout_secs: Option<i32>,
     pub on_approval_expiry: Option<String>,
+    /// `agents.stall` (validated); `None` for the default.
+    pub stall: Option<crate::core::stall::StallSettings>,
+    /// `agents.on_unknown`; `None` for `tell_model`.
+    pub on_unknown: Option<String>,
 }
 
 /// Inserts an agent and returns its id (UUID v7).
@@ -85,8 +111,10 @@ async fn insert(
 ) -> sqlx::Result<()> {
     sqlx::query(&format!(
         "INSERT INTO agents (agent_id, name, model, max_iteration, tools, approval_tools, \
-                             approval_timeout_secs, on_approval_expiry) \
-         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8){on_conflict}"
+                             approval_timeout_secs, on_approval_expiry, stall, on_unknown) \
+         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8, \
+                 COALESCE($9, '{{\"repeat\": 3, \"action\": \"nudge\"}}'::jsonb), \
+                 COALESCE($10, 'tell_model')){on_conflict}"
     ))
     .bind(agent_id)
     .bind(&agent.name)
@@ -96,6 +124,8 @@ async fn insert(
     .bind(&agent.approval_tools)
     .bind(agent.approval_timeout_secs)
     .bind(&agent.on_approval_expiry)
+    .bind(agent.stall.map(sqlx::types::Json))
+    .bind(&agent.on_unknown)
     .execute(pool)
     .await?;
     Ok(())
