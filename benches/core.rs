@@ -48,6 +48,7 @@ fn task() -> TaskInfo {
         limits: Limits::default(),
         conversation: Vec::new(),
         budget: None,
+        stall: Default::default(),
     }
 }
 

@@ -105,6 +105,7 @@ pub async fn fork_task(
         limits,
         conversation: Vec::new(),
         budget: budget.clone(),
+        stall: agent.stall_settings(),
     };
     let template = template(settings)?.with_instructions(agent.instructions.as_deref());
     let machine = match Machine::rebuild(info.clone(), &past, &template) {

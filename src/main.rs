@@ -196,6 +196,17 @@ enum AgentCommand {
         /// in the system message.
         #[arg(long, value_name = "FILE")]
         instructions_file: Option<PathBuf>,
+        /// Stall detection (CONTRACT §14): identical recursions in a row that make a stall
+        /// (default 3; 0 turns detection off).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1000))]
+        stall_repeat: Option<u32>,
+        /// What a stall does: nudge (default), answer, pause or fail.
+        #[arg(long, value_parser = ["nudge", "answer", "pause", "fail"])]
+        stall_action: Option<String>,
+        /// What a side-effecting call whose outcome is unknown does: tell_model (default)
+        /// or hold (the task waits for `agentd resolve`).
+        #[arg(long, value_parser = ["tell_model", "hold"])]
+        on_unknown: Option<String>,
     },
     /// List agents.
     List,
@@ -270,12 +281,18 @@ async fn dispatch(
             approval_timeout_secs,
             on_approval_expiry,
             instructions_file,
+            stall_repeat,
+            stall_action,
+            on_unknown,
         }) => {
             let instructions = match instructions_file {
                 Some(path) => Some(cli::versions::read_text(&path)?),
                 None => None,
             };
+            let stall = cli::resolve::stall_flags(stall_repeat, stall_action.as_deref())?;
             let agent = agentd::store::agents::NewAgent {
+                stall,
+                on_unknown,
                 name,
                 model,
                 max_iteration,

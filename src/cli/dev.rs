@@ -124,6 +124,8 @@ async fn demo_agent(pool: &sqlx::PgPool) -> anyhow::Result<uuid::Uuid> {
         approval_timeout_secs: None,
         on_approval_expiry: None,
         instructions: None,
+        stall: None,
+        on_unknown: None,
     };
     store::agents::ensure(pool, AGENT_ID, &agent).await?;
     Ok(AGENT_ID)

@@ -61,6 +61,9 @@ pub enum EventType {
     ApprovalRequested,
     ApprovalDecided,
     InputInjected,
+    TaskStalled,
+    ToolUnknown,
+    ToolResolved,
     TaskCompleted,
     TaskFailed,
     TaskCancelled,
@@ -68,7 +71,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every type, in the order of CONTRACT §3.
-    pub const ALL: [EventType; 20] = [
+    pub const ALL: [EventType; 23] = [
         Self::TaskStarted,
         Self::TaskResumed,
         Self::RecursionStarted,
@@ -86,6 +89,9 @@ impl EventType {
         Self::ApprovalRequested,
         Self::ApprovalDecided,
         Self::InputInjected,
+        Self::TaskStalled,
+        Self::ToolUnknown,
+        Self::ToolResolved,
         Self::TaskCompleted,
         Self::TaskFailed,
         Self::TaskCancelled,
@@ -111,6 +117,9 @@ impl EventType {
             Self::ApprovalRequested => "approval.requested",
             Self::ApprovalDecided => "approval.decided",
             Self::InputInjected => "input.injected",
+            Self::TaskStalled => "task.stalled",
+            Self::ToolUnknown => "tool.unknown",
+            Self::ToolResolved => "tool.resolved",
             Self::TaskCompleted => "task.completed",
             Self::TaskFailed => "task.failed",
             Self::TaskCancelled => "task.cancelled",
@@ -169,6 +178,12 @@ pub enum EventData {
     ApprovalDecided(ApprovalDecided),
     #[serde(rename = "input.injected")]
     InputInjected(InputInjected),
+    #[serde(rename = "task.stalled")]
+    TaskStalled(TaskStalled),
+    #[serde(rename = "tool.unknown")]
+    ToolUnknown(ToolUnknown),
+    #[serde(rename = "tool.resolved")]
+    ToolResolved(ToolResolved),
     #[serde(rename = "task.completed")]
     TaskCompleted(TaskCompleted),
     #[serde(rename = "task.failed")]
@@ -198,6 +213,9 @@ impl EventData {
             Self::ApprovalRequested(_) => EventType::ApprovalRequested,
             Self::ApprovalDecided(_) => EventType::ApprovalDecided,
             Self::InputInjected(_) => EventType::InputInjected,
+            Self::TaskStalled(_) => EventType::TaskStalled,
+            Self::ToolUnknown(_) => EventType::ToolUnknown,
+            Self::ToolResolved(_) => EventType::ToolResolved,
             Self::TaskCompleted(_) => EventType::TaskCompleted,
             Self::TaskFailed(_) => EventType::TaskFailed,
             Self::TaskCancelled(_) => EventType::TaskCancelled,
@@ -231,6 +249,8 @@ pub enum ResumeReason {
     Approval,
     /// Every task it delegated to ended (CONTRACT §10).
     Child,
+    /// Every held call of the reply was resolved by a person (CONTRACT §14).
+    Resolved,
 }
 
 /// `task.resumed`: a task is taken up again from its last committed recursion.
@@ -401,6 +421,41 @@ pub struct ApprovalDecided {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InputInjected {
     pub text: String,
+}
+
+/// `task.stalled`: `count` recursions in a row had the same progress signature (CONTRACT
+/// §14); `action` is what happens now (`nudge`, `answer`, `pause` or `fail`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskStalled {
+    pub count: u32,
+    pub action: crate::core::stall::StallAction,
+}
+
+/// `tool.unknown`: a side-effecting call's outcome is unknown after a crash and the agent
+/// holds it for a person (`on_unknown` = `hold`, CONTRACT §14); the task waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolUnknown {
+    pub tool_call_id: String,
+    pub name: String,
+    /// The parsed arguments (the raw string when they were not JSON).
+    pub arguments: Value,
+    /// `<task_id>:<tool_call_id>`: what the tool's side saw, to check whether it ran.
+    pub idempotency_key: Option<String>,
+}
+
+/// `tool.resolved`: a person resolved a held call (the first resolution wins).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolResolved {
+    pub tool_call_id: String,
+    pub outcome: crate::core::unknown::ResolveOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub reason: String,
+    pub by: Option<String>,
+    /// The `operator_actions` row.
+    pub action_id: Uuid,
 }
 
 /// `task.completed`: the model answered.

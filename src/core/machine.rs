@@ -26,6 +26,7 @@ use crate::core::compact::FoldedRecursion;
 use crate::core::inbound;
 use crate::core::prompt::PromptTemplate;
 use crate::core::record::Closed;
+use crate::core::stall::StallTracker;
 use crate::core::state::{
     ActionView, LastRecursion, MemoryEntry, MemorySource, PlanStep, RecursionStatus,
 };
@@ -67,6 +68,10 @@ pub struct Machine {
     /// (see [`crate::core::inbound`]).
     #[serde(default)]
     tool_call_ids: BTreeSet<String>,
+    /// Identical recursions in a row (stall detection, CONTRACT §14): checkpointed, so a
+    /// resumed task decides as the one before the crash would have.
+    #[serde(default)]
+    stall: StallTracker,
     #[serde(skip)]
     events: Vec<DomainEvent>,
 }
@@ -99,6 +104,7 @@ impl Machine {
             budget: BudgetTrack::new(task.budget.clone()),
             guidance: Vec::new(),
             tool_call_ids: BTreeSet::new(),
+            stall: StallTracker::new(),
             updated_at: task.created_at,
             task,
             iteration: 0,
@@ -183,11 +189,20 @@ impl Machine {
                 self.open = Some(open);
                 self.fail(FailReason::Budget, error, now)
             }
+            Ok(parsed) if self.stall.must_answer() && !parsed.action.is_answer() => {
+                // The one recursion a stall allows is for an ANSWER only (CONTRACT §14).
+                let error = format!(
+                    "no progress: the model kept repeating itself and, told to ANSWER, replied {}",
+                    parsed.action.action_type()
+                );
+                self.open = Some(open);
+                self.fail(FailReason::NoProgress, error, now)
+            }
             Ok(parsed) => self.apply_reply(open, parsed, now),
             Err(error) => {
                 let output = serde_json::json!({ "raw": reply.content });
-                self.close(open, Closed::failed(error.to_string(), output), now);
-                Next::Continue
+                let closed = self.close(open, Closed::failed(error.to_string(), output), now);
+                self.after_recursion(closed, now)
             }
         }
     }
@@ -239,8 +254,8 @@ impl Machine {
             error_log,
             tool_call_results: Some(results),
         };
-        self.close(open, closed, now);
-        Next::Continue
+        let closed = self.close(open, closed, now);
+        self.after_recursion(closed, now)
     }
 
     /// A non-fatal failure of the open recursion (the driver's per-recursion timeout, a
@@ -264,8 +279,8 @@ impl Machine {
                 output: Value::Object(Default::default()),
             });
         }
-        self.close(open, closed, now);
-        Next::Continue
+        let closed = self.close(open, closed, now);
+        self.after_recursion(closed, now)
     }
 
     /// A fatal LLM failure (retries exhausted or not retryable): the current recursion ends
@@ -433,6 +448,9 @@ mod fit;
 
 /// The budget check before each LLM call.
 mod breach;
+
+/// Stall detection after each recursion.
+mod stalls;
 
 /// Rebuilding a machine from recorded recursions (fork).
 mod rebuild;

@@ -33,3 +33,4 @@ pub mod storable;
 pub mod text;
 pub mod types;
 pub mod versions;
+pub mod unknown;

@@ -34,6 +34,9 @@ pub struct TaskInfo {
     /// What the task may spend (CONTRACT §8), if anything limits it.
     #[serde(default)]
     pub budget: Option<Budget>,
+    /// Stall detection (`agents.stall`, CONTRACT §14); the default for older checkpoints.
+    #[serde(default)]
+    pub stall: crate::core::stall::StallSettings,
 }
 
 /// An earlier task of the same conversation, as loaded by the driver.
@@ -88,6 +91,11 @@ pub enum WaitReason {
     Conversation,
     /// Tasks it delegated to run (CONTRACT §10).
     Child,
+    /// A stall with `agents.stall.action` = `pause` (CONTRACT §14): until a `resume`.
+    Stalled,
+    /// A side-effecting call's outcome is unknown and the agent's `on_unknown` is `hold`
+    /// (CONTRACT §14): until a person resolves it.
+    UnknownOutcome,
 }
 
 impl WaitReason {
@@ -99,6 +107,8 @@ impl WaitReason {
             Self::Approval => "approval",
             Self::Conversation => "conversation",
             Self::Child => "child",
+            Self::Stalled => "stalled",
+            Self::UnknownOutcome => "unknown_outcome",
         }
     }
 }
@@ -139,6 +149,8 @@ pub enum FailReason {
     Budget,
     /// An approval request expired and the agent's `on_approval_expiry` is `fail`.
     ApprovalExpired,
+    /// The model repeated itself without progress (stall detection, CONTRACT §14).
+    NoProgress,
 }
 
 impl FailReason {
@@ -152,6 +164,7 @@ impl FailReason {
             Self::DeliveryLimit => "delivery_limit",
             Self::Budget => "budget",
             Self::ApprovalExpired => "approval_expired",
+            Self::NoProgress => "no_progress",
         }
     }
 }
@@ -192,6 +205,14 @@ pub enum DomainEvent {
         reading: Reading,
         action: BreachAction,
     },
+    /// `count` recursions in a row had the same progress signature and the agent's stall
+    /// settings say `action` now (`task.stalled`, CONTRACT §14).
+    Stalled {
+        trace_id: Uuid,
+        iteration: u32,
+        count: u32,
+        action: crate::core::stall::StallAction,
+    },
     /// The request of recursion `iteration` was over `context_budget_tokens` and was
     /// compacted (`context.compacted`): `folded_recursions` earlier recursions were folded
     /// into `context.compacted_history` and, if that was not enough, the snapshot was
@@ -219,6 +240,7 @@ mod tests {
             FailReason::DeliveryLimit,
             FailReason::Budget,
             FailReason::ApprovalExpired,
+            FailReason::NoProgress,
         ] {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
         }

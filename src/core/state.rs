@@ -164,6 +164,10 @@ pub struct Context<'a> {
     /// Guidance injected by a person while the task runs (`inject`), oldest first.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub user_guidance: Cow<'a, [String]>,
+    /// Stall detection's words to a model repeating itself (CONTRACT §14): the nudge while
+    /// it keeps repeating, the order to ANSWER on its last recursion.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stall_warning: Option<Cow<'a, str>>,
     /// The latest earlier turns of the conversation, oldest first, trimmed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conversation: Vec<ConversationTurn>,
@@ -273,6 +277,7 @@ mod tests {
                 objective: "add 1 and 2".into(),
                 constraints: Cow::Borrowed(&[]),
                 user_guidance: Cow::Borrowed(&[]),
+                stall_warning: None,
                 conversation: Vec::new(),
                 plan: plan.into(),
                 memory: Memory {

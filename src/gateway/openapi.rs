@@ -284,6 +284,11 @@ pub struct Agent {
     /// Request parameters sent with every LLM request of the version.
     #[schema(value_type = Option<Object>)]
     params: Option<Value>,
+    /// Stall detection (CONTRACT §14): `{"repeat", "action"}`; null: the default.
+    #[schema(value_type = Option<Object>)]
+    stall: Option<Value>,
+    /// `tell_model` or `hold` (CONTRACT §14).
+    on_unknown: String,
 }
 
 #[cfg(test)]
@@ -404,6 +409,8 @@ mod tests {
             instructions: None,
             version: None,
             params: None,
+            stall: None,
+            on_unknown: "tell_model".into(),
         };
         assert_eq!(schema_fields("Agent"), json_fields(&agent));
     }

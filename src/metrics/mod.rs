@@ -128,6 +128,9 @@ pub fn observe_event(event: &Event) {
             "action" => breach.action.as_str()
         )
         .increment(1),
+        EventData::TaskStalled(stalled) => {
+            counter!(TASK_STALLS, "action" => stalled.action.as_str()).increment(1);
+        }
         _ => {}
     }
 }

@@ -60,11 +60,14 @@ pub const PRUNE_DURATION: &str = "agentd_prune_duration_seconds";
 /// Counter {reason}: control messages dropped unapplied (unsigned, unknown_key,
 /// bad_signature, wrong_tenant, invalid), counted once per message (CONTRACT v3 §15).
 pub const CONTROL_REJECTED: &str = "agentd_control_rejected_total";
+/// Counter: stalls detected (CONTRACT §14), by the action taken (`nudge`, `answer`,
+/// `pause`, `fail`).
+pub const TASK_STALLS: &str = "agentd_task_stalls_total";
 
 /// The action types of seed 002 (anything else is labelled `other`, none is `none`).
 pub const ACTION_TYPES: [&str; 4] = ["CALL_TOOL", "RE_PLAN", "REFLECT", "ANSWER"];
 /// The `task.failed` reasons of CONTRACT §3.
-pub const FAIL_REASONS: [&str; 7] = [
+pub const FAIL_REASONS: [&str; 8] = [
     "max_iteration",
     "llm_error",
     "rejected",
@@ -72,6 +75,7 @@ pub const FAIL_REASONS: [&str; 7] = [
     "delivery_limit",
     "budget",
     "approval_expired",
+    "no_progress",
 ];
 
 /// Registers help texts and units with the recorder.
@@ -118,4 +122,5 @@ pub(super) fn describe() {
         CONTROL_REJECTED,
         "Control messages dropped unapplied, by reason"
     );
+    describe_counter!(TASK_STALLS, "Stalls detected, by the action taken");
 }

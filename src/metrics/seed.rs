@@ -10,6 +10,7 @@ use super::names::*;
 use super::{KNOWN_LLM, KNOWN_TOOLS};
 use crate::contract::events::EventType;
 use crate::core::budget::{BreachAction, BudgetLimit};
+use crate::core::stall::StallAction;
 
 /// The series whose label values are fixed: called once the recorder is installed.
 pub(super) fn fixed() {
@@ -63,6 +64,14 @@ pub(super) fn fixed() {
     }
     for reason in crate::core::signing::Rejection::ALL {
         counter!(CONTROL_REJECTED, "reason" => reason.as_str()).increment(0);
+    }
+    for action in [
+        StallAction::Nudge,
+        StallAction::Answer,
+        StallAction::Pause,
+        StallAction::Fail,
+    ] {
+        counter!(TASK_STALLS, "action" => action.as_str()).increment(0);
     }
     tools();
     llm();

@@ -39,6 +39,10 @@ pub struct Agent {
     /// Request parameters merged into every LLM request of this version (`temperature`, …).
     #[sqlx(default)]
     pub params: Option<sqlx::types::Json<serde_json::Value>>,
+    /// Stall detection settings (CONTRACT §14); null: the default.
+    pub stall: Option<sqlx::types::Json<serde_json::Value>>,
+    /// `tell_model` (default) or `hold` (CONTRACT §14).
+    pub on_unknown: String,
 }
 
 impl Agent {
@@ -47,6 +51,24 @@ impl Agent {
         crate::core::approval::ApprovalPolicy {
             tools: self.approval_tools.clone().unwrap_or_default(),
         }
+    }
+
+    /// Its stall detection settings; stored ones that cannot be read (written by hand
+    /// with SQL) give the default, with a warning.
+    pub fn stall_settings(&self) -> crate::core::stall::StallSettings {
+        let stored = self
+            .stall
+            .as_ref()
+            .map_or(&serde_json::Value::Null, |s| &s.0);
+        crate::core::stall::StallSettings::from_json(stored).unwrap_or_else(|error| {
+            tracing::warn!(agent_id = %self.agent_id, %error, "agents.stall unreadable: default used");
+            crate::core::stall::StallSettings::default()
+        })
+    }
+
+    /// Whether a call whose outcome is unknown holds the task for a person.
+    pub fn holds_unknown(&self) -> bool {
+        self.on_unknown == "hold"
     }
 
     /// How long its approval requests wait, in seconds.
@@ -61,7 +83,7 @@ impl Agent {
 /// The columns of [`Agent`], in its order (every query that reads agents selects these).
 pub const AGENT_COLUMNS: &str = "agent_id, name, model, max_iteration, tools, \
      context_budget_tokens, created_at, budget, approval_tools, approval_timeout_secs, \
-     on_approval_expiry, conversation_policy, delegates, instructions";
+     on_approval_expiry, conversation_policy, delegates, instructions, stall, on_unknown";
 
 /// The columns an agent version defines (`agent_versions`); the others come from `agents`.
 pub const VERSION_COLUMNS: &[&str] = &[
@@ -123,6 +145,10 @@ pub struct NewAgent {
     pub on_approval_expiry: Option<String>,
     /// The agent's own brief (CONTRACT §11); version 1 gets it.
     pub instructions: Option<String>,
+    /// `agents.stall` (validated); `None` for the default.
+    pub stall: Option<crate::core::stall::StallSettings>,
+    /// `agents.on_unknown`; `None` for `tell_model`.
+    pub on_unknown: Option<String>,
 }
 
 /// Inserts an agent and returns its id (UUID v7).
@@ -145,8 +171,11 @@ async fn insert(
 ) -> sqlx::Result<()> {
     sqlx::query(&format!(
         "INSERT INTO agents (agent_id, name, model, max_iteration, tools, approval_tools, \
-                             approval_timeout_secs, on_approval_expiry, instructions) \
-         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8, $9){on_conflict}"
+                             approval_timeout_secs, on_approval_expiry, instructions, stall, \
+                             on_unknown) \
+         VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8, $9, \
+                 COALESCE($10, '{{\"repeat\": 3, \"action\": \"nudge\"}}'::jsonb), \
+                 COALESCE($11, 'tell_model')){on_conflict}"
     ))
     .bind(agent_id)
     .bind(&agent.name)
@@ -157,6 +186,8 @@ async fn insert(
     .bind(agent.approval_timeout_secs)
     .bind(&agent.on_approval_expiry)
     .bind(&agent.instructions)
+    .bind(agent.stall.map(sqlx::types::Json))
+    .bind(&agent.on_unknown)
     .execute(pool)
     .await?;
     Ok(())

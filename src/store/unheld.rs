@@ -87,7 +87,8 @@ pub async fn resume_waiting(
                 resume_reason = CASE wait_reason WHEN 'budget' THEN 'budget' ELSE 'resumed' END, \
                 wait_reason = NULL, resume_budget = $2, budget = COALESCE($2, budget), \
                 updated_at = now() \
-         WHERE task_id = $1 AND status = 'waiting' AND wait_reason IN ('paused', 'budget') \
+         WHERE task_id = $1 AND status = 'waiting' \
+           AND wait_reason IN ('paused', 'budget', 'stalled') \
          RETURNING task_id, agent_id, input, conversation_id, constraints, stream, status",
     )
     .bind(task_id)

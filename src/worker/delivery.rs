@@ -348,6 +348,7 @@ async fn task_info(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> sqlx::R
         limits,
         conversation,
         budget,
+        stall: agent.stall_settings(),
     })
 }
 
@@ -453,6 +454,7 @@ async fn resume(
                 "budget" => ResumeReason::Budget,
                 "approval" => ResumeReason::Approval,
                 "child" => ResumeReason::Child,
+                "resolved" => ResumeReason::Resolved,
                 _ => ResumeReason::Resumed,
             }
         }

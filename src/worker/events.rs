@@ -205,6 +205,22 @@ impl EventLog {
                 Some(record.iteration),
                 EventData::RecursionCompleted(recursion_completed(record)),
             ),
+            DomainEvent::Stalled {
+                trace_id,
+                iteration,
+                count,
+                action,
+            } => {
+                let stalled = crate::contract::events::TaskStalled {
+                    count: *count,
+                    action: *action,
+                };
+                self.push(
+                    Some(*trace_id),
+                    Some(*iteration),
+                    EventData::TaskStalled(stalled),
+                );
+            }
         }
     }
 

@@ -87,6 +87,7 @@ fn task_info(task_id: Uuid, agent_id: Uuid) -> TaskInfo {
         limits: Limits::default(),
         conversation: Vec::new(),
         budget: None,
+        stall: Default::default(),
     }
 }
 

@@ -74,6 +74,9 @@ impl BenchEnv {
             approval_timeout_secs: None,
             on_approval_expiry: None,
             instructions: None,
+            // The bench's model repeats one call on purpose: no stall detection.
+            stall: Some(agentd::core::stall::StallSettings::OFF),
+            on_unknown: None,
         };
         let agent_id = store::agents::create(&pool, &agent)
             .await

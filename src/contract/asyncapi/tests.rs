@@ -139,6 +139,25 @@ fn sample(kind: EventType) -> EventData {
         EventType::InputInjected => EventData::InputInjected(InputInjected {
             text: "prefer metric units".into(),
         }),
+        EventType::TaskStalled => EventData::TaskStalled(crate::contract::events::TaskStalled {
+            count: 3,
+            action: crate::core::stall::StallAction::Nudge,
+        }),
+        EventType::ToolUnknown => EventData::ToolUnknown(crate::contract::events::ToolUnknown {
+            tool_call_id: "call_0".into(),
+            name: "t__charge".into(),
+            arguments: json!({"amount": 5}),
+            idempotency_key: Some("k:call_0".into()),
+        }),
+        EventType::ToolResolved => EventData::ToolResolved(crate::contract::events::ToolResolved {
+            tool_call_id: "call_0".into(),
+            outcome: crate::core::unknown::ResolveOutcome::Succeeded,
+            result: Some(json!({"charged": 5})),
+            error: None,
+            reason: "the statement shows it".into(),
+            by: Some("ann".into()),
+            action_id: Uuid::now_v7(),
+        }),
         EventType::TaskCompleted => EventData::TaskCompleted(TaskCompleted {
             answer: "4".into(),
             iterations: 2,

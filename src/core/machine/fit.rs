@@ -16,6 +16,8 @@
 //! request whose floor is still over budget is sent at the floor. A compaction queues one
 //! `ContextCompacted`.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -134,6 +136,7 @@ impl Machine {
                 objective: compact::objective(&self.task.objective, detail),
                 constraints: compact::constraints(&self.task.constraints, detail),
                 user_guidance: compact::constraints(&self.guidance, detail),
+                stall_warning: self.stall.warning().map(Cow::Borrowed),
                 conversation: compact::conversation(&self.task.conversation, detail),
                 plan: compact::plan(&self.plan, detail),
                 memory: Memory {

@@ -37,7 +37,13 @@ impl Machine {
         past: &[PastRecursion],
         template: &PromptTemplate,
     ) -> Result<Machine, String> {
-        let mut machine = Machine::new(task);
+        // The replay repeats what happened; a stall it would find happened then too (a
+        // fork starts with a fresh stall count).
+        let stall = task.stall;
+        let mut machine = Machine::new(super::TaskInfo {
+            stall: crate::core::stall::StallSettings::OFF,
+            ..task
+        });
         for (index, recursion) in past.iter().enumerate() {
             let iteration = index + 1;
             match machine.begin_recursion(recursion.trace_id, recursion.started_at, template) {
@@ -70,6 +76,7 @@ impl Machine {
         }
         // What the recorded recursions spent is the original's, not the new task's.
         machine.budget = super::BudgetTrack::new(machine.task.budget.clone());
+        machine.task.stall = stall;
         Ok(machine)
     }
 }

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::stalls::ClosedRecursion;
 use super::{Machine, OpenRecursion, PendingTools};
 use crate::core::action::{Action, ParsedReply};
 use crate::core::limits::{bound_depth, exceeds, trim_text};
@@ -144,8 +145,8 @@ impl Machine {
                 return self.finish(Outcome::Completed { answer, iterations });
             }
         }
-        self.close(open, closed, now);
-        Next::Continue
+        let closed = self.close(open, closed, now);
+        self.after_recursion(closed, now)
     }
 
     /// Takes the open recursion if it is in the expected phase (`Some(true)` waiting for
@@ -188,8 +189,14 @@ impl Machine {
     /// Ends a recursion: records it under its step, appends its history message, makes it
     /// the next `last_recursion` and queues `RecursionCompleted`. What the model wrote is
     /// cut at `max_reply_chars` and tool results at `max_tool_result_chars` where they are
-    /// fed back; the record keeps the tool results whole.
-    pub(super) fn close(&mut self, open: OpenRecursion, closed: Closed, now: DateTime<Utc>) {
+    /// fed back; the record keeps the tool results whole. Returns what stall detection
+    /// needs of it (see `stalls.rs`).
+    pub(super) fn close(
+        &mut self,
+        open: OpenRecursion,
+        closed: Closed,
+        now: DateTime<Utc>,
+    ) -> ClosedRecursion {
         let closed = closed.capped(&self.task.limits);
         if let Some(step_id) = &open.step_id {
             let recursion = StepRecursion {
@@ -202,6 +209,11 @@ impl Machine {
         }
         let limits = &self.task.limits;
         let message = closed.history_message(open.iteration, open.trace_id, limits);
+        let done = ClosedRecursion {
+            trace_id: open.trace_id,
+            iteration: open.iteration,
+            signature: super::stalls::signature_of(&closed, limits.max_tool_result_chars),
+        };
         self.last_recursion = Some(closed.last_recursion(open.iteration, open.trace_id, limits));
         self.history.push(message);
         let record = RecursionRecord {
@@ -220,6 +232,7 @@ impl Machine {
             finished_at: now,
         };
         self.events.push(DomainEvent::RecursionCompleted(record));
+        done
     }
 
     /// Fails the task, closing the open recursion (if any) with `error` as its error_log.

@@ -34,6 +34,7 @@ fn task(objective: String, limits: Limits) -> TaskInfo {
         limits,
         conversation: Vec::new(),
         budget: None,
+        stall: Default::default(),
     }
 }
 

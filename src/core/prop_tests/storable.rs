@@ -126,6 +126,7 @@ fn machine() -> Machine {
         limits: Limits::default(),
         conversation: Vec::new(),
         budget: None,
+        stall: Default::default(),
     })
 }
 

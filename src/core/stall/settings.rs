@@ -14,7 +14,9 @@ pub const DEFAULT_STALL_REPEAT: u32 = 3;
 pub const MAX_STALL_REPEAT: u32 = 1000;
 
 /// What a stall does.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StallAction {
     /// Warn the model (`context.stall_warning`); if it repeats `repeat` more times, act as

@@ -56,6 +56,15 @@ pub struct CreateAgent {
     /// The agent's own brief, rendered verbatim once in the system message (CONTRACT §11).
     #[serde(default)]
     pub instructions: Option<String>,
+    /// Stall detection (CONTRACT §14): `{"repeat": N, "action": "nudge" | "answer" |
+    /// "pause" | "fail"}`, default `{"repeat": 3, "action": "nudge"}`; `{"repeat": 0}` off.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub stall: Option<serde_json::Value>,
+    /// `tell_model` (default) or `hold`: a call whose outcome is unknown after a crash
+    /// holds the task for a person's resolve (CONTRACT §14).
+    #[serde(default)]
+    pub on_unknown: Option<String>,
 }
 
 /// Query of `GET /v1/agents/{agent_id}/tasks`.
@@ -109,7 +118,21 @@ impl CreateAgent {
         }
         crate::core::approval::OnExpiry::parse(self.on_approval_expiry.as_deref())
             .map_err(ApiError::invalid_body)?;
+        let stall = match &self.stall {
+            Some(value) => Some(
+                crate::core::stall::StallSettings::from_json(value)
+                    .map_err(|error| ApiError::invalid_body(error.to_string()))?,
+            ),
+            None => None,
+        };
+        let on_unknown = crate::core::unknown::OnUnknown::parse(self.on_unknown.as_deref())
+            .map_err(ApiError::invalid_body)?;
         Ok(NewAgent {
+            stall,
+            on_unknown: self
+                .on_unknown
+                .is_some()
+                .then(|| on_unknown.as_str().to_owned()),
             name,
             model,
             max_iteration: self.max_iteration,

@@ -41,11 +41,14 @@ fn big_results(calls: &[ToolCallRequest], n: u32) -> Vec<ToolCallResult> {
     calls
         .iter()
         .map(|c| {
-            ok(
+            let mut result = ok(
                 c,
                 json!({"page": n, "body": "lorem ipsum 数据 ".repeat(2_500)}),
                 None,
-            )
+            );
+            // As the driver returns them: with the call's own arguments.
+            result.arguments = serde_json::from_str(&c.arguments).unwrap_or_default();
+            result
         })
         .collect()
 }

@@ -12,6 +12,7 @@ mod compaction;
 mod failures;
 mod outside_text;
 mod runs;
+mod stalls;
 
 pub(super) fn at(second: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, second)
@@ -34,6 +35,7 @@ pub(super) fn task(max_iteration: u32) -> TaskInfo {
         limits: Limits::default(),
         conversation: Vec::new(),
         budget: None,
+        stall: Default::default(),
     }
 }
 
@@ -227,6 +229,15 @@ pub(super) fn describe(event: &DomainEvent) -> String {
             let (limit, action) = (reading.limit, action.as_str());
             return format!("BudgetExceeded {iteration} {limit} {action}");
         }
+        DomainEvent::Stalled {
+            trace_id,
+            iteration,
+            count,
+            action,
+        } => (
+            *trace_id,
+            format!("Stalled {iteration} count={count} {}", action.as_str()),
+        ),
     };
     let iteration: u128 = text
         .split(' ')
