@@ -382,3 +382,24 @@ async fn replayed_lsn(replica: &PgPool) -> sqlx::Result<Lsn> {
 fn parsed(text: &str) -> sqlx::Result<Lsn> {
     Lsn::parse(text).ok_or_else(|| sqlx::Error::Decode(format!("not an LSN: {text:?}").into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_cannot_be_used_is_told_from_a_query_that_failed() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(unreachable(&sqlx::Error::Io(refused)));
+        assert!(unreachable(&sqlx::Error::PoolTimedOut));
+        assert!(unreachable(&sqlx::Error::PoolClosed));
+        assert!(!unreachable(&sqlx::Error::RowNotFound));
+        assert!(!unreachable(&sqlx::Error::ColumnNotFound("x".into())));
+    }
+
+    #[test]
+    fn positions_that_are_not_lsns_are_decode_errors() {
+        assert_eq!(parsed("0/16B3748").ok(), Some(Lsn(0x016B_3748)));
+        assert!(matches!(parsed("nonsense"), Err(sqlx::Error::Decode(_))));
+    }
+}
