@@ -182,9 +182,15 @@ pub async fn resume_task(
     }
     let task = steerable(&state, task_id).await?;
     // The new budget replaces the task's: its cost limit needs the task's model priced.
-    if let (Some(budget), Some(agent_id)) = (&budget, task.agent_id)
-        && let Some(agent) = store::agents::get(state.pool(), agent_id).await?
-    {
+    // The task's own version's model (CONTRACT §11), or the agent's for an unpinned task.
+    let agent = match (task.agent_id, task.agent_version) {
+        (Some(agent_id), Some(version)) => {
+            store::agents::at_version(state.pool(), agent_id, version).await?
+        }
+        (Some(agent_id), None) => store::agents::get(state.pool(), agent_id).await?,
+        (None, _) => None,
+    };
+    if let (Some(budget), Some(agent)) = (&budget, agent) {
         super::budget::check_price(state.settings(), budget, &agent, "the request's")?;
     }
     let resume = Resume { task_id, budget };
