@@ -396,6 +396,7 @@ async fn the_api_key_appears_nowhere() {
         "SELECT concat_ws(' ', (SELECT string_agg(t::text, ' ') FROM tasks t), \
                 (SELECT string_agg(r::text, ' ') FROM recursions r), \
                 (SELECT string_agg(l::text, ' ') FROM llm_calls l), \
+                (SELECT string_agg(p::text, ' ') FROM llm_request_parts p), \
                 (SELECT string_agg(c::text, ' ') FROM tool_calls c), \
                 (SELECT string_agg(e::text, ' ') FROM events e))",
     )

@@ -41,10 +41,10 @@ pub struct RecordedCall {
     pub request_sha256: Option<String>,
     pub request_key: Option<String>,
     /// The body as sent (null unless `llm.record = full`).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub request: Option<Value>,
     /// The response (null unless `llm.record = full`).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub response: Option<Value>,
 }
 

@@ -51,6 +51,20 @@ async fn a_real_task_is_answered_as_documented() {
         .await;
     assert!(state["plan"].is_array(), "{state:#}");
     assert_documented(&doc, "TaskState", &state);
+    // The record of its model calls (CONTRACT §12): requests and responses are JSON.
+    let calls = gateway
+        .get_json(&format!("/v1/tasks/{task_id}/llm_calls"), 200)
+        .await;
+    assert_eq!(
+        calls["llm_calls"].as_array().map(Vec::len),
+        Some(3),
+        "{calls:#}"
+    );
+    assert!(
+        calls["llm_calls"][0]["request"]["messages"].is_array(),
+        "{calls:#}"
+    );
+    assert_documented(&doc, "LlmCallList", &calls);
     gateway.stop().await;
     env.stop().await;
 }
