@@ -10,6 +10,7 @@ pub mod detail;
 pub mod events;
 pub mod fork;
 pub mod ledger;
+pub mod operator_actions;
 pub mod outbox;
 pub mod prune;
 pub mod rate_limit;
