@@ -38,13 +38,7 @@ pub async fn resolve(
     resolution: &Resolution,
 ) -> anyhow::Result<Outcome> {
     resolution.validate().map_err(anyhow::Error::msg)?;
-    let resolution = Resolution {
-        outcome: resolution.outcome,
-        result: resolution.result.clone().map(storable::json_owned),
-        error: resolution.error.clone().map(storable::owned),
-        reason: storable::owned(resolution.reason.clone()),
-        by: resolution.by.clone().map(storable::owned),
-    };
+    let resolution = resolution.storable();
     let tool_call_id = storable::text(tool_call_id);
     let mut tx = sink.pool.begin().await?;
     let recorded = operator_actions::resolve(&mut tx, task_id, &tool_call_id, &resolution).await?;
