@@ -43,8 +43,10 @@ async fn call_state(env: &TestEnv, task_id: Uuid) -> Option<(String, Option<bool
     .expect("tool_calls")
 }
 
-#[tokio::test]
-async fn a_held_call_resolved_succeeded_resumes_at_once_and_never_runs_twice() {
+/// A task of an agent with `on_unknown = hold` whose `charge` call was cut short by a
+/// SIGKILL, held by a second worker: the environment, the task, the ledger file, the second
+/// worker and the LLM (kept alive).
+async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, StatelessLlm) {
     let llm = StatelessLlm::start().await;
     let base_url = llm.base_url();
     let env = TestEnv::without_worker(move |s| {
@@ -109,6 +111,13 @@ async fn a_held_call_resolved_succeeded_resumes_at_once_and_never_runs_twice() {
         .unwrap();
     assert_eq!(held.len(), 1, "listed as waiting for a person");
 
+    (env, task_id, ledger, second, llm)
+}
+
+#[tokio::test]
+async fn a_held_call_resolved_succeeded_resumes_at_once_and_never_runs_twice() {
+    let (env, task_id, ledger, second, _llm) = held_task().await;
+    let key = format!("{task_id}:call_0");
     // Whatever the killed worker's charge did, it finishes before we look.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = std::fs::read_to_string(&ledger).unwrap_or_default();
@@ -201,5 +210,47 @@ async fn a_held_call_resolved_succeeded_resumes_at_once_and_never_runs_twice() {
     .unwrap();
     assert_eq!(outcome, Outcome::AlreadyResolved("succeeded".into()));
     drop(second);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_held_call_resolved_retry_runs_again_under_the_same_key() {
+    let (env, task_id, ledger, second, _llm) = held_task().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let key = format!("{task_id}:call_0");
+    let before = std::fs::read_to_string(&ledger).unwrap_or_default();
+    let sink = Sink {
+        pool: &env.pool,
+        publisher: &env.publisher,
+        exchange: &env.settings.amqp.events_exchange,
+    };
+    let retry = Resolution {
+        outcome: ResolveOutcome::Retry,
+        result: None,
+        error: None,
+        reason: "the provider has no record of it".into(),
+        by: Some("bob".into()),
+    };
+    let outcome = resolve(
+        sink,
+        &env.settings.amqp.tasks_queue,
+        task_id,
+        "call_0",
+        &retry,
+    )
+    .await
+    .unwrap();
+    assert!(matches!(outcome, Outcome::Recorded { resumed: true, .. }));
+    let task = env.wait_terminal(task_id).await;
+    assert_eq!(task.status, "completed", "{}", second.log());
+    let (state, success, _) = call_state(&env, task_id).await.expect("row");
+    assert_eq!((state.as_str(), success), ("succeeded", Some(true)));
+    let after = std::fs::read_to_string(&ledger).unwrap_or_default();
+    let ran = |text: &str| text.lines().filter(|line| *line == key).count();
+    assert_eq!(
+        ran(&after),
+        ran(&before) + 1,
+        "the retry ran once more, same key"
+    );
     env.stop().await;
 }
