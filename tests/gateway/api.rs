@@ -129,6 +129,11 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ("/v1/tasks/{task_id}/state", "get"),
         ("/v1/tasks/{task_id}/approvals/{tool_call_id}", "post"),
         ("/v1/approvals", "get"),
+        (
+            "/v1/tasks/{task_id}/tool_calls/{tool_call_id}/resolve",
+            "post",
+        ),
+        ("/v1/tool_calls", "get"),
         ("/v1/tasks/{task_id}/fork", "post"),
         ("/v1/agents", "get"),
         ("/v1/agents", "post"),
