@@ -125,6 +125,27 @@ enum Command {
         #[arg(long)]
         by: Option<String>,
     },
+    /// Resolve a call whose outcome is unknown, held for a person (CONTRACT §14): it
+    /// succeeded (`--result JSON`), failed (`--error TEXT`), is retried under the same
+    /// idempotency key, or is skipped.
+    Resolve {
+        task_id: Uuid,
+        tool_call_id: String,
+        #[arg(long, value_parser = ["succeeded", "failed", "retry", "skip"])]
+        outcome: String,
+        /// succeeded: the result the call had (JSON).
+        #[arg(long)]
+        result: Option<String>,
+        /// failed: the call's error.
+        #[arg(long)]
+        error: Option<String>,
+        /// Why (required).
+        #[arg(long)]
+        reason: String,
+        /// Who decides (default: $USER).
+        #[arg(long)]
+        by: Option<String>,
+    },
     /// Pause a running task before its next LLM call (it becomes waiting, reason paused).
     Pause { task_id: Uuid },
     /// Resume a task waiting after a pause or a budget breach, optionally with a new budget.
@@ -360,6 +381,18 @@ async fn dispatch(
         } => {
             let decision = cli::approvals::rejection(reason, by);
             cli::approvals::run(&settings, task_id, &tool_call_id, decision).await
+        }
+        Command::Resolve {
+            task_id,
+            tool_call_id,
+            outcome,
+            result,
+            error,
+            reason,
+            by,
+        } => {
+            let resolution = cli::resolve::resolution(&outcome, result, error, reason, by)?;
+            cli::resolve::run(&settings, task_id, &tool_call_id, &resolution).await
         }
         Command::Pause { task_id } => {
             let pause = agentd::contract::control::Pause { task_id };

@@ -87,6 +87,40 @@ impl Approval {
     }
 }
 
+/// `resolve`: a person's decision about a call whose outcome is unknown, held for them
+/// (CONTRACT §14). The first resolution of a call wins; later ones change nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Resolve {
+    pub task_id: Uuid,
+    pub tool_call_id: String,
+    /// succeeded, failed, retry or skip.
+    pub outcome: crate::core::unknown::ResolveOutcome,
+    /// `succeeded`: the result the call had (the model gets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// `failed`: the call's error (the model gets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Why (required).
+    pub reason: String,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+impl Resolve {
+    /// The resolution as the core reads it.
+    pub fn resolution(&self) -> crate::core::unknown::Resolution {
+        crate::core::unknown::Resolution {
+            outcome: self.outcome,
+            result: self.result.clone(),
+            error: self.error.clone(),
+            reason: self.reason.clone(),
+            by: self.by.clone(),
+        }
+    }
+}
+
 /// A control message with its type.
 ///
 /// `JsonSchema` is derived only so that the AsyncAPI document lists every variant with the
@@ -104,6 +138,8 @@ pub enum ControlMessage {
     Inject(Inject),
     #[schemars(rename = "approval")]
     Approval(Approval),
+    #[schemars(rename = "resolve")]
+    Resolve(Resolve),
 }
 
 /// Why a control message could not be read.
@@ -126,6 +162,7 @@ impl ControlMessage {
             Self::Resume(_) => "resume",
             Self::Inject(_) => "inject",
             Self::Approval(_) => "approval",
+            Self::Resolve(_) => "resolve",
         }
     }
 
@@ -137,6 +174,7 @@ impl ControlMessage {
             Self::Resume(resume) => resume.task_id,
             Self::Inject(inject) => inject.task_id,
             Self::Approval(approval) => approval.task_id,
+            Self::Resolve(resolve) => resolve.task_id,
         }
     }
 
@@ -148,6 +186,7 @@ impl ControlMessage {
             Self::Resume(resume) => serde_json::to_vec(resume),
             Self::Inject(inject) => serde_json::to_vec(inject),
             Self::Approval(approval) => serde_json::to_vec(approval),
+            Self::Resolve(resolve) => serde_json::to_vec(resolve),
         };
         body.unwrap_or_default()
     }
@@ -205,6 +244,17 @@ impl ControlMessage {
                         reason,
                     })?;
                 Ok(Self::Approval(approval))
+            }
+            Some("resolve") => {
+                let resolve: Resolve = read("resolve", body)?;
+                resolve
+                    .resolution()
+                    .validate()
+                    .map_err(|reason| ControlError::Invalid {
+                        kind: "resolve",
+                        reason,
+                    })?;
+                Ok(Self::Resolve(resolve))
             }
             Some(other) => Err(ControlError::UnknownType(other.to_owned())),
         }

@@ -126,6 +126,19 @@ impl Resolution {
         Ok(())
     }
 
+    /// The resolution with every text made storable (`core::storable`: NUL becomes
+    /// U+FFFD), as it is recorded in `operator_actions` and `tool.resolved`.
+    pub fn storable(&self) -> Self {
+        use crate::core::storable;
+        Self {
+            outcome: self.outcome,
+            result: self.result.clone().map(storable::json_owned),
+            error: self.error.clone().map(storable::owned),
+            reason: storable::owned(self.reason.clone()),
+            by: self.by.clone().map(storable::owned),
+        }
+    }
+
     /// `operator_actions.payload`: what was given besides the reason.
     pub fn payload(&self) -> Value {
         let mut payload = serde_json::Map::new();

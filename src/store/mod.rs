@@ -11,6 +11,7 @@ pub mod events;
 pub mod fork;
 pub mod ledger;
 pub mod llm_record;
+pub mod operator_actions;
 pub mod outbox;
 pub mod prune;
 pub mod rate_limit;

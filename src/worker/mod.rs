@@ -9,6 +9,7 @@ pub mod events;
 pub mod intake;
 pub mod interrupt;
 pub mod outbox;
+pub mod resolutions;
 
 mod committer;
 mod control;
@@ -29,6 +30,7 @@ mod task_run;
 mod tool_calls;
 mod tool_plan;
 pub mod unheld;
+mod unknown;
 mod unstored;
 
 use std::sync::Arc;

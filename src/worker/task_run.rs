@@ -72,6 +72,8 @@ pub struct TaskRun<'a> {
     pub(super) approval_timeout_secs: f64,
     /// The agents it may delegate to (the `delegate` tool, CONTRACT §10).
     pub(super) delegates: Vec<Uuid>,
+    /// `agents.on_unknown` = `hold`: unknown outcomes wait for a person (CONTRACT §14).
+    pub(super) hold_unknown: bool,
     /// LLM attempts not committed yet (written with the next step).
     pub(super) llm_rows: Vec<LlmCallRow>,
     /// The record of the model calls (CONTRACT §12): the parts stored, the last exchange.
@@ -123,6 +125,7 @@ impl<'a> TaskRun<'a> {
         };
         let approval = agent.approval_policy();
         let approval_timeout_secs = agent.approval_timeout_secs();
+        let hold_unknown = agent.holds_unknown();
         let granted = agent.tools;
         let delegates = agent.delegates.unwrap_or_default();
         let mut tool_specs = deps.tools.shared_specs_for(granted.as_deref());
@@ -134,6 +137,7 @@ impl<'a> TaskRun<'a> {
         Self {
             approval,
             approval_timeout_secs,
+            hold_unknown,
             delegates,
             deps,
             machine,
@@ -238,6 +242,11 @@ impl<'a> TaskRun<'a> {
                         // Gated calls wait for a decision: committed `waiting`.
                         ToolsEnd::AwaitingApproval(ids) => {
                             self.commit_wait(WaitReason::Approval, ids).await?;
+                            return Ok(RunEnd::Waiting);
+                        }
+                        // Unknown outcomes held for a person (CONTRACT §14).
+                        ToolsEnd::AwaitingResolution(ids) => {
+                            self.commit_wait(WaitReason::UnknownOutcome, ids).await?;
                             return Ok(RunEnd::Waiting);
                         }
                         // Delegated calls wait for their children: committed `waiting`,

@@ -61,6 +61,9 @@ pub enum ToolsEnd {
     /// Delegate calls wait for their children: nothing ran; the caller commits the task
     /// `waiting` and starts the children.
     AwaitingChildren(Vec<super::delegation::Pending>),
+    /// Calls whose outcome is unknown (these ids) are held for a person (`on_unknown` =
+    /// `hold`, CONTRACT §14): nothing ran; the caller commits the task `waiting`.
+    AwaitingResolution(Vec<String>),
 }
 
 /// What the decisions about a reply's gated calls make of it.
@@ -122,8 +125,18 @@ impl TaskRun<'_> {
         }
         // A call that waited for its approval has not started.
         ledger.retain(|row| row.state.as_deref() != Some("awaiting_approval"));
+        if resumed {
+            self.apply_resolutions(calls, &mut ledger, &mut decided)
+                .await?;
+        }
         let effect_of = |name: &str| self.deps.tools.effect_of(name);
         let plans = plan_calls(effect_of, self.task_id(), calls, &ledger, &decided, left);
+        if self.hold_unknown {
+            let held = super::unknown::held(calls, &plans);
+            if !held.is_empty() {
+                return Ok(self.hold(trace_id, held));
+            }
+        }
         for (call, plan) in calls.iter().zip(&plans) {
             if matches!(plan, Plan::Run { announce: true, .. }) {
                 let started = ToolStarted {

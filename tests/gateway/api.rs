@@ -129,6 +129,11 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ("/v1/tasks/{task_id}/state", "get"),
         ("/v1/tasks/{task_id}/approvals/{tool_call_id}", "post"),
         ("/v1/approvals", "get"),
+        (
+            "/v1/tasks/{task_id}/tool_calls/{tool_call_id}/resolve",
+            "post",
+        ),
+        ("/v1/tool_calls", "get"),
         ("/v1/tasks/{task_id}/fork", "post"),
         ("/v1/agents", "get"),
         ("/v1/agents", "post"),
@@ -469,6 +474,46 @@ async fn the_agent_overview_counts_statuses_durations_tokens_and_cost() {
     gateway
         .get_json(&format!("/v1/agents/{}/overview", Uuid::now_v7()), 404)
         .await;
+    gateway.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn stall_and_on_unknown_are_set_at_creation_and_resolve_refuses_what_it_cannot_do() {
+    let env = TestEnv::start().await;
+    let gateway = Gateway::start(&env, &[]).await;
+    let body = json!({"name": "ops", "model": "m", "stall": {"repeat": 4, "action": "fail"},
+                      "on_unknown": "hold"});
+    let created = gateway.post_json("/v1/agents", &body, 201).await;
+    assert_eq!(created["stall"], json!({"repeat": 4, "action": "fail"}));
+    assert_eq!(created["on_unknown"], "hold");
+    let plain = gateway
+        .post_json("/v1/agents", &json!({"name": "p", "model": "m"}), 201)
+        .await;
+    assert_eq!(plain["stall"], json!({"repeat": 3, "action": "nudge"}));
+    assert_eq!(plain["on_unknown"], "tell_model");
+    for bad in [
+        json!({"name": "x", "model": "m", "stall": {"repeat": 1}}),
+        json!({"name": "x", "model": "m", "stall": {"action": "retry"}}),
+        json!({"name": "x", "model": "m", "on_unknown": "hodl"}),
+    ] {
+        gateway.post_json("/v1/agents", &bad, 422).await;
+    }
+    let task = uuid::Uuid::now_v7();
+    let path = format!("/v1/tasks/{task}/tool_calls/call_0/resolve");
+    let error = gateway
+        .post_json(&path, &json!({"outcome": "skip", "reason": "x"}), 404)
+        .await;
+    assert_eq!(error["error"]["code"], "tool_call_not_found");
+    gateway
+        .post_json(&path, &json!({"outcome": "skip", "reason": " "}), 422)
+        .await;
+    gateway
+        .post_json(&path, &json!({"outcome": "maybe", "reason": "x"}), 422)
+        .await;
+    let listed = gateway.get_json("/v1/tool_calls?state=unknown", 200).await;
+    assert_eq!(listed["tool_calls"], json!([]));
+    gateway.get_json("/v1/tool_calls?state=started", 422).await;
     gateway.stop().await;
     env.stop().await;
 }

@@ -240,3 +240,40 @@ proptest! {
         prop_assert_eq!(inbound::tool_result(made.clone()), made);
     }
 }
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    /// A person's resolve (CONTRACT §14) with any Unicode in its reason, `by`, error and
+    /// result is storable once made so, and keeps its outcome (`worker::resolutions`).
+    #[test]
+    fn a_resolution_with_any_unicode_is_recorded_storable(
+        reason in unicode_text(),
+        by in unicode_text(),
+        error in unicode_text(),
+        result in unicode_json(),
+        call_id in unicode_text(),
+    ) {
+        use crate::core::unknown::{Resolution, ResolveOutcome};
+        for outcome in [ResolveOutcome::Succeeded, ResolveOutcome::Failed] {
+            let resolution = Resolution {
+                outcome,
+                result: (outcome == ResolveOutcome::Succeeded).then(|| result.clone()),
+                error: (outcome == ResolveOutcome::Failed).then(|| error.clone()),
+                reason: reason.clone(),
+                by: Some(by.clone()),
+            };
+            let kept = resolution.storable();
+            prop_assert_eq!(kept.outcome, outcome);
+            prop_assert!(is_storable(&kept.reason));
+            prop_assert!(kept.by.as_deref().is_some_and(is_storable));
+            prop_assert!(kept.error.as_deref().is_none_or(is_storable));
+            prop_assert!(is_storable_json(&kept.payload()));
+            let (given, _) = kept
+                .result_for(&storable::text(&call_id), "charge", json!({}))
+                .expect("a result");
+            prop_assert!(given.error.as_deref().is_none_or(is_storable));
+            prop_assert!(given.result.as_ref().is_none_or(is_storable_json));
+        }
+    }
+}

@@ -8,6 +8,7 @@ mod budget;
 pub mod fork;
 pub mod llm_calls;
 pub mod overview;
+pub mod resolve;
 pub mod schedules;
 pub mod steering;
 pub mod task_list;
@@ -38,6 +39,8 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(fork::fork))
         .routes(routes!(approvals::decide_call))
         .routes(routes!(approvals::list_approvals))
+        .routes(routes!(resolve::resolve_call))
+        .routes(routes!(resolve::list_tool_calls))
         .routes(routes!(agents::list_agents, agents::create_agent))
         .routes(routes!(agents::get_agent))
         .routes(routes!(agents::agent_tasks))

@@ -9,7 +9,7 @@ const EVENT_TYPES = [
   'task.started', 'task.resumed', 'recursion.started', 'llm.retry', 'llm.delta',
   'plan.updated', 'step.updated', 'tool.started', 'tool.completed', 'recursion.completed',
   'context.compacted', 'task.waiting', 'input.injected', 'budget.warning', 'budget.exceeded',
-  'approval.requested', 'approval.decided',
+  'approval.requested', 'approval.decided', 'task.stalled', 'tool.unknown', 'tool.resolved',
   ...TERMINAL,
 ];
 
@@ -426,6 +426,53 @@ async function decide(callId, body, box) {
   }
 }
 
+// ---------- unknown outcomes (CONTRACT §14) ----------
+
+/** Succeeded / Failed / Retry / Skip buttons (with a reason) for a held call. */
+function resolveBox(entry, callId) {
+  const box = el('div', 'approval');
+  const reason = el('input', 'reason');
+  reason.placeholder = 'reason (required)';
+  const result = el('input', 'reason');
+  result.placeholder = 'result JSON (succeeded) or error (failed)';
+  const outcomes = [
+    ['succeeded', 'Succeeded', 'approve primary'],
+    ['failed', 'Failed', 'reject danger'],
+    ['retry', 'Retry', 'approve'],
+    ['skip', 'Skip', 'reject'],
+  ];
+  for (const [outcome, label, cls] of outcomes) {
+    const button = el('button', cls, label);
+    button.type = 'button';
+    button.addEventListener('click', () => {
+      if (!reason.value.trim()) { banner('a resolution needs a reason'); return; }
+      const body = { outcome, reason: reason.value.trim() };
+      const extra = result.value.trim();
+      if (extra && outcome === 'succeeded') {
+        try { body.result = JSON.parse(extra); } catch (_) { body.result = extra; }
+      }
+      if (extra && outcome === 'failed') body.error = extra;
+      resolveCall(callId, body, box);
+    });
+    box.append(button);
+  }
+  box.append(reason, result);
+  entry.root.append(box);
+  entry.resolve = box;
+}
+
+async function resolveCall(callId, body, box) {
+  const controls = [...box.querySelectorAll('button, input')];
+  controls.forEach((control) => { control.disabled = true; });
+  try {
+    const path = `v1/tasks/${state.taskId}/tool_calls/${encodeURIComponent(callId)}/resolve`;
+    await api(path, { method: 'POST', body: { ...body, by: 'page' } });
+  } catch (error) {
+    banner(explain(error));
+    controls.forEach((control) => { control.disabled = false; });
+  }
+}
+
 // ---------- plan ----------
 
 function renderPlan(steps) {
@@ -548,6 +595,25 @@ const HANDLERS = {
     if (data.arguments) entry.root.append(el('pre', null, `edited ${json(data.arguments)}`));
     if (entry.approval) entry.approval.remove();
     entry.approval = null;
+  },
+  'task.stalled': (event, data) => note(event, `stalled: ${data.count} repeats, ${data.action}`),
+  'tool.unknown': (event, data) => {
+    const entry = toolBlock(event.iteration, data);
+    entry.status.textContent = 'outcome unknown';
+    entry.status.className = 'wait';
+    entry.right.textContent = `key ${data.idempotency_key || '-'}`;
+    if (!entry.resolve && !entry.resolved) resolveBox(entry, data.tool_call_id);
+  },
+  'tool.resolved': (event, data) => {
+    const entry = toolOf(data.tool_call_id);
+    if (!entry) return;
+    entry.resolved = true;
+    const by = data.by ? ` by ${data.by}` : '';
+    entry.status.textContent = `resolved ${data.outcome}${by}`;
+    entry.status.className = data.outcome === 'succeeded' || data.outcome === 'retry' ? 'ok' : 'bad';
+    entry.right.textContent = data.reason || '';
+    if (entry.resolve) entry.resolve.remove();
+    entry.resolve = null;
   },
   'input.injected': (event, data) => note(event, `guidance: ${data.text}`),
   'budget.warning': (event, data) => note(event, `budget: ${data.limit} at ${data.used} of ${data.max}`),

@@ -79,10 +79,14 @@ started_rows AS (
                state, ord)
     JOIN task USING (task_id)
     ORDER BY s.ord
-    -- A call that waited for its approval starts now, with the arguments it runs with.
+    -- A call that waited for its approval starts now, with the arguments it runs with; a
+    -- call cut short is held (`unknown`, CONTRACT §14) or, resolved `retry`, starts again.
     ON CONFLICT (trace_id, tool_call_id) DO UPDATE SET
-        state = EXCLUDED.state, arguments = EXCLUDED.arguments, started_at = EXCLUDED.started_at
-        WHERE tool_calls.state = 'awaiting_approval'
+        state = EXCLUDED.state, arguments = EXCLUDED.arguments,
+        started_at = CASE WHEN tool_calls.state = 'awaiting_approval'
+                          THEN EXCLUDED.started_at ELSE tool_calls.started_at END
+        WHERE tool_calls.state IN ('awaiting_approval', 'started', 'unknown')
+          AND tool_calls.success IS NULL
 ),
 approval_rows AS (
     INSERT INTO approvals (task_id, tool_call_id, trace_id, name, arguments, effect,

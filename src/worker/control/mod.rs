@@ -146,7 +146,9 @@ async fn listen_own(
                 tracing::info!(task_id = %pause.task_id, running_here = here, "pause requested");
             }
             // A waiting task is held by nobody: one worker applies it (the pending queue).
-            ControlMessage::Resume(_) | ControlMessage::Approval(_) => {}
+            ControlMessage::Resume(_)
+            | ControlMessage::Approval(_)
+            | ControlMessage::Resolve(_) => {}
             // Applied once: by the holder when another worker forwards it here, else by
             // whichever worker reads it from the pending queue.
             // The forwarder saw this worker's lease; if the task is no longer (or not yet)
@@ -251,6 +253,17 @@ async fn apply(
             let tool_call_id = bounded::quote(&approval.tool_call_id);
             tracing::info!(%task_id, %tool_call_id,
                 decision = approval.decision.as_str(), outcome = ?decided, "approval decision");
+        }
+        ControlMessage::Resolve(resolve) => {
+            let outcome = super::resolutions::resolve(
+                Sink::of(deps),
+                &deps.names.tasks_queue,
+                task_id,
+                &resolve.tool_call_id,
+                &resolve.resolution(),
+            )
+            .await?;
+            tracing::info!(%task_id, outcome = ?outcome, "resolve");
         }
         ControlMessage::Resume(resume) => {
             let budget = resume.budget.as_ref();
