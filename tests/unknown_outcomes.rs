@@ -16,7 +16,7 @@ use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resolve;
 use agentd::core::unknown::{Resolution, ResolveOutcome};
-use agentd::worker::resolutions::{Outcome, resolve};
+use agentd::worker::resolutions::{Outcome, resolve, resolve_verified};
 use agentd::worker::unheld::Sink;
 use serde_json::{Value, json};
 use support::harness::{self, TestEnv};
@@ -231,16 +231,27 @@ async fn a_held_call_resolved_retry_runs_again_under_the_same_key() {
         reason: "the provider has no record of it".into(),
         by: Some("bob".into()),
     };
-    let outcome = resolve(
+    let outcome = resolve_verified(
         sink,
         &env.settings.amqp.tasks_queue,
         task_id,
         "call_0",
         &retry,
+        Some("ops-key"),
     )
     .await
     .unwrap();
     assert!(matches!(outcome, Outcome::Recorded { resumed: true, .. }));
+    // Who resolved as agentd verified it (CONTRACT v3 §15), beside the free-text `by`.
+    let (by, verified_by): (Option<String>, Option<String>) = sqlx::query_as(
+        "SELECT by, verified_by FROM operator_actions WHERE task_id = $1 AND tool_call_id = 'call_0'",
+    )
+    .bind(task_id)
+    .fetch_one(&env.pool)
+    .await
+    .unwrap();
+    assert_eq!(by.as_deref(), Some("bob"));
+    assert_eq!(verified_by.as_deref(), Some("ops-key"));
     let task = env.wait_terminal(task_id).await;
     assert_eq!(task.status, "completed", "{}", second.log());
     let (state, success, _) = call_state(&env, task_id).await.expect("row");

@@ -13,7 +13,7 @@ use super::out::{errln, outln};
 use crate::config::Settings;
 use crate::core::stall::StallSettings;
 use crate::core::unknown::{Resolution, ResolveOutcome};
-use crate::worker::resolutions::{Outcome, resolve};
+use crate::worker::resolutions::{Outcome, resolve_verified};
 use crate::worker::unheld::Sink;
 use crate::{amqp, store};
 
@@ -58,7 +58,17 @@ pub async fn run(
         exchange: &settings.amqp.events_exchange,
     };
     let queue = &settings.amqp.tasks_queue;
-    let outcome = resolve(sink, queue, task_id, tool_call_id, resolution).await;
+    // Verified: the OS user running the command (CONTRACT v3 §15), as for approvals.
+    let verified = super::approvals::os_user();
+    let outcome = resolve_verified(
+        sink,
+        queue,
+        task_id,
+        tool_call_id,
+        resolution,
+        verified.as_deref(),
+    )
+    .await;
     super::control::close(&publisher).await;
     let name = resolution.outcome.as_str();
     let code = match outcome? {

@@ -32,5 +32,5 @@ pub mod state;
 pub mod storable;
 pub mod text;
 pub mod types;
-pub mod versions;
 pub mod unknown;
+pub mod versions;

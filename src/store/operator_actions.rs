@@ -40,6 +40,7 @@ pub async fn resolve(
     task_id: Uuid,
     tool_call_id: &str,
     resolution: &Resolution,
+    verified_by: Option<&str>,
 ) -> sqlx::Result<Resolved> {
     let task: Option<(String, Option<String>, Option<Uuid>, i32)> = sqlx::query_as(
         "SELECT status, wait_reason, agent_id, iterations FROM tasks WHERE task_id = $1 \
@@ -79,8 +80,8 @@ pub async fn resolve(
     let action_id = Uuid::now_v7();
     sqlx::query(
         "INSERT INTO operator_actions (action_id, task_id, tool_call_id, action, payload, \
-                                       reason, by) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                                       reason, by, verified_by) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(action_id)
     .bind(task_id)
@@ -89,6 +90,7 @@ pub async fn resolve(
     .bind(sqlx::types::Json(resolution.payload()))
     .bind(&resolution.reason)
     .bind(resolution.by.as_deref())
+    .bind(verified_by)
     .execute(&mut *conn)
     .await?;
     let resumed = resume_if_resolved(conn, task_id).await?;

@@ -37,11 +37,32 @@ pub async fn resolve(
     tool_call_id: &str,
     resolution: &Resolution,
 ) -> anyhow::Result<Outcome> {
+    resolve_verified(sink, tasks_queue, task_id, tool_call_id, resolution, None).await
+}
+
+/// [`resolve`], with who resolved as agentd verified it (CONTRACT v3 §15): the key that
+/// signed the control message, the gateway token's caller or the OS user of `agentd
+/// resolve`, kept in `operator_actions.verified_by`. `None`: nothing verified the person.
+pub async fn resolve_verified(
+    sink: Sink<'_>,
+    tasks_queue: &str,
+    task_id: Uuid,
+    tool_call_id: &str,
+    resolution: &Resolution,
+    verified_by: Option<&str>,
+) -> anyhow::Result<Outcome> {
     resolution.validate().map_err(anyhow::Error::msg)?;
     let resolution = resolution.storable();
     let tool_call_id = storable::text(tool_call_id);
     let mut tx = sink.pool.begin().await?;
-    let recorded = operator_actions::resolve(&mut tx, task_id, &tool_call_id, &resolution).await?;
+    let recorded = operator_actions::resolve(
+        &mut tx,
+        task_id,
+        &tool_call_id,
+        &resolution,
+        verified_by.map(storable::text).as_deref(),
+    )
+    .await?;
     let (action_id, agent_id, iterations, resumed) = match recorded {
         Resolved::Recorded {
             action_id,

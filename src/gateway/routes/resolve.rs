@@ -13,9 +13,10 @@ use uuid::Uuid;
 
 use crate::core::unknown::{Resolution, ResolveOutcome};
 use crate::gateway::AppState;
+use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::store::operator_actions::{self, HeldCall};
-use crate::worker::resolutions::{Outcome, resolve};
+use crate::worker::resolutions::{Outcome, resolve_verified};
 use crate::worker::unheld::Sink;
 
 /// Body of `POST /v1/tasks/{task_id}/tool_calls/{tool_call_id}/resolve`.
@@ -94,6 +95,7 @@ pub struct ToolCallList {
 pub async fn resolve_call(
     State(state): State<AppState>,
     ApiPath((task_id, tool_call_id)): ApiPath<(Uuid, String)>,
+    caller: Option<axum::Extension<Caller>>,
     ApiJson(body): ApiJson<ResolveBody>,
 ) -> Result<Json<ResolutionRecorded>, ApiError> {
     let resolution = Resolution {
@@ -110,9 +112,19 @@ pub async fn resolve_call(
         publisher: state.publisher(),
         exchange: &amqp.events_exchange,
     };
-    let outcome = resolve(sink, &amqp.tasks_queue, task_id, &tool_call_id, &resolution)
-        .await
-        .map_err(|err| ApiError::from_failure(&err))?;
+    // Verified: the token's caller (CONTRACT v3 §15); without tokens nothing is verified.
+    let verified = caller.map(|axum::Extension(caller)| caller.verified_by);
+    let queue = &amqp.tasks_queue;
+    let outcome = resolve_verified(
+        sink,
+        queue,
+        task_id,
+        &tool_call_id,
+        &resolution,
+        verified.as_deref(),
+    )
+    .await
+    .map_err(|err| ApiError::from_failure(&err))?;
     match outcome {
         Outcome::Recorded { action_id, resumed } => Ok(Json(ResolutionRecorded {
             task_id,

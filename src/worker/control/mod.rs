@@ -130,7 +130,9 @@ async fn listen_own(
         let steers = match &received.message {
             ControlMessage::Cancel(_) | ControlMessage::Pause(_) => true,
             ControlMessage::Inject(_) => counted,
-            ControlMessage::Resume(_) | ControlMessage::Approval(_) => false,
+            ControlMessage::Resume(_)
+            | ControlMessage::Approval(_)
+            | ControlMessage::Resolve(_) => false,
         };
         if steers && !authorized_here(deps, &received, counted).await {
             continue;
@@ -255,12 +257,14 @@ async fn apply(
                 decision = approval.decision.as_str(), outcome = ?decided, "approval decision");
         }
         ControlMessage::Resolve(resolve) => {
-            let outcome = super::resolutions::resolve(
+            // Verified: the key that signed the message (CONTRACT v3 §15).
+            let outcome = super::resolutions::resolve_verified(
                 Sink::of(deps),
                 &deps.names.tasks_queue,
                 task_id,
                 &resolve.tool_call_id,
                 &resolve.resolution(),
+                key_id,
             )
             .await?;
             tracing::info!(%task_id, outcome = ?outcome, "resolve");
