@@ -198,6 +198,13 @@ async fn a_long_task_with_big_outputs_stays_within_budget() {
     })
     .await;
     let agent = env.agent(Some(30), None).await;
+    // 28 identical calls with identical results on purpose: this is about the context
+    // budget, not about stalls (CONTRACT v3 §14), so stall detection is off for it.
+    sqlx::query("UPDATE agents SET stall = '{\"repeat\": 0}' WHERE agent_id = $1")
+        .bind(agent)
+        .execute(&env.pool)
+        .await
+        .unwrap();
     let marker = "budget-30";
     let mut replies = vec![plan_reply(&[("1", "collect"), ("2", "answer")])];
     for _ in 0..28 {

@@ -126,6 +126,7 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ("/v1/tasks/{task_id}/pause", "post"),
         ("/v1/tasks/{task_id}/resume", "post"),
         ("/v1/tasks/{task_id}/inject", "post"),
+        ("/v1/tasks/{task_id}/llm_calls", "get"),
         ("/v1/tasks/{task_id}/state", "get"),
         ("/v1/tasks/{task_id}/approvals/{tool_call_id}", "post"),
         ("/v1/approvals", "get"),

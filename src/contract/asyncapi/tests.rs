@@ -227,7 +227,7 @@ fn every_event_type_and_control_type_has_its_message() {
         .expect("control messages");
     assert_eq!(
         controls.keys().collect::<Vec<_>>(),
-        ["approval", "cancel", "inject", "pause", "resume"]
+        ["approval", "cancel", "inject", "pause", "resolve", "resume"]
     );
     for kind in controls.keys() {
         // The worker knows the type: a bad body is invalid, not of an unknown type.
