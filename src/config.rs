@@ -17,12 +17,14 @@ mod control;
 mod keys;
 mod load;
 mod ops;
+mod partitions;
 mod schedules;
 pub use control::{ControlSettings, Signer};
 pub use load::{
     BUILT_IN_DEFAULTS, BUILT_IN_DEV, BUILT_IN_PROMPT, DEFAULT_PROMPT_PATH, DEFAULTS_PATH, Extra,
 };
 pub use ops::{McpServerSettings, McpTransport, MetricsSettings, RetentionSettings, ToolsSettings};
+pub use partitions::PartitionSettings;
 pub use schedules::SchedulesSettings;
 
 /// Everything the binary can be configured with.
@@ -45,6 +47,9 @@ pub struct Settings {
     /// `[retention]`: the worker's periodic prune (optional section).
     #[serde(default)]
     pub retention: RetentionSettings,
+    /// `[partitions]`: the time partitions of the trace tables (optional section).
+    #[serde(default)]
+    pub partitions: PartitionSettings,
     /// `[gateway]`: the HTTP/SSE interface of `agentd serve` (optional section).
     #[serde(default)]
     pub gateway: GatewaySettings,
@@ -385,6 +390,7 @@ impl Settings {
         self.tools.validate()?;
         self.metrics.address()?;
         self.retention.validate()?;
+        self.partitions.validate()?;
         self.control.validate()?;
         Ok(())
     }

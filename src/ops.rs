@@ -1,6 +1,7 @@
 //! The operations side of a worker process, started beside the consume loop and stopped
-//! with it: the metrics / health listener (`[metrics]`) and the periodic retention prune
-//! (`[retention]`). Both are off unless configured.
+//! with it: the metrics / health listener (`[metrics]`), the periodic retention prune
+//! (`[retention]`), both off unless configured, and the upkeep of the trace tables'
+//! partitions (`[partitions]`, on by default).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,6 +48,11 @@ pub async fn start(
             settings.retention.clone(),
             stop.clone(),
         ));
+    }
+    if let Some(every) = settings.partitions.every() {
+        let layout = settings.partitions.layout()?;
+        let keep = crate::store::partitions::keep(deps.pool.clone(), layout, every, stop.clone());
+        tokio::spawn(keep);
     }
     Ok(Sidecars {
         metrics_addr,

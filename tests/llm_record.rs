@@ -290,6 +290,7 @@ async fn hash_and_off_modes_and_prune() {
         finished_before: chrono::Utc::now() + chrono::Duration::seconds(5),
         statuses: vec!["completed".into()],
         batch_size: 10,
+        now: chrono::Utc::now(),
     };
     agentd::store::prune::prune(&env.pool, &request)
         .await

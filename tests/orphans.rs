@@ -114,8 +114,8 @@ async fn a_task_whose_run_fails_on_every_delivery_ends_at_the_delivery_limit() {
     .await
     .unwrap();
     sqlx::query(
-        "INSERT INTO events (task_id, seq, event_id, type, payload) \
-         VALUES ($1, 1, $2, 'task.started', '{}')",
+        "INSERT INTO events (task_id, seq, event_id, type, payload, task_created_at) \
+         SELECT $1, 1, $2, 'task.started', '{}', created_at FROM tasks WHERE task_id = $1",
     )
     .bind(task_id)
     .bind(uuid::Uuid::now_v7())

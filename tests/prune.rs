@@ -29,16 +29,21 @@ async fn task(pool: &PgPool, status: &str, days_ago: i64) -> Uuid {
     .execute(pool)
     .await
     .expect("task");
+    // Each trace row carries its task's creation time, the partition key.
     let statements = [
-        "INSERT INTO recursions (trace_id, task_id, iteration, status, started_at, finished_at) \
-         VALUES ($2, $1, 1, 'done', now(), now())",
-        "INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, success, duration_ms) \
-         VALUES ($1, $2, 'call_1', 'calculate', true, 1)",
-        "INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms) \
-         VALUES ($1, $2, 1, 1, '200', 5)",
-        "INSERT INTO events (task_id, seq, event_id, type, payload) \
-         VALUES ($1, 1, gen_random_uuid(), 'task.started', '{}'), \
-                ($1, 2, gen_random_uuid(), 'recursion.started', '{}')",
+        "INSERT INTO recursions (trace_id, task_id, iteration, status, started_at, finished_at, \
+                                 task_created_at) \
+         SELECT $2, $1, 1, 'done', now(), now(), created_at FROM tasks WHERE task_id = $1",
+        "INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, success, duration_ms, \
+                                 task_created_at) \
+         SELECT $1, $2, 'call_1', 'calculate', true, 1, created_at FROM tasks WHERE task_id = $1",
+        "INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms, \
+                                task_created_at) \
+         SELECT $1, $2, 1, 1, '200', 5, created_at FROM tasks WHERE task_id = $1",
+        "INSERT INTO events (task_id, seq, event_id, type, payload, task_created_at) \
+         SELECT $1, seq, gen_random_uuid(), type, '{}', created_at \
+         FROM tasks, (VALUES (1, 'task.started'), (2, 'recursion.started')) AS e (seq, type) \
+         WHERE task_id = $1",
     ];
     for statement in statements {
         sqlx::query(statement)
@@ -138,6 +143,7 @@ async fn prune_completed_and_failed_in_batches(pool: &PgPool, doomed: &[Uuid], o
         tool_calls: 2,
         llm_calls: 2,
         events: 4,
+        partitions: 0,
     };
     assert_eq!(removed, expected, "two batches of one task");
     assert_eq!(rows(pool, doomed).await, [0; 5]);

@@ -204,8 +204,8 @@ async fn a_reply_owed_by_a_dead_worker_is_sent_by_the_next_worker() {
     .await
     .expect("task row");
     sqlx::query(
-        "INSERT INTO events (task_id, seq, event_id, type, payload) \
-         VALUES ($1, 1, $2, 'task.completed', $3)",
+        "INSERT INTO events (task_id, seq, event_id, type, payload, task_created_at) \
+         SELECT $1, 1, $2, 'task.completed', $3, created_at FROM tasks WHERE task_id = $1",
     )
     .bind(task_id)
     .bind(event_id)

@@ -1,6 +1,7 @@
 //! `agentd prune --older-than 30d [--status completed,failed] [--dry-run]`: removes tasks
-//! that ended long ago with their whole trace, in short batches, and prints the rows removed
-//! per table. Pending and running tasks are never touched.
+//! that ended long ago with their whole trace (whole partitions where every task of a time
+//! range goes, else in short batches), and prints the rows removed per table. Pending and
+//! running tasks are never touched.
 
 use std::process::ExitCode;
 
@@ -62,6 +63,12 @@ pub async fn run(settings: &Settings, args: &PruneArgs) -> anyhow::Result<ExitCo
     )?;
     for (table, rows) in counts.rows() {
         outln!("  {table:<12} {rows}")?;
+    }
+    if counts.partitions > 0 {
+        outln!(
+            "  ({} time range(s) of the trace tables dropped whole)",
+            counts.partitions
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -15,6 +15,7 @@ pub mod limits;
 pub mod listing;
 pub mod machine;
 pub mod outcome;
+pub mod partitions;
 mod plan;
 pub mod prompt;
 #[cfg(test)]

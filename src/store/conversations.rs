@@ -198,7 +198,8 @@ pub async fn record_turn(pool: &PgPool, turn: &NewTask<'_>) -> sqlx::Result<bool
 pub async fn withdraw_turn(pool: &PgPool, task_id: Uuid) -> sqlx::Result<bool> {
     let result = sqlx::query(
         "DELETE FROM tasks WHERE task_id = $1 AND status = 'pending' AND resume_reason IS NULL \
-           AND NOT EXISTS (SELECT 1 FROM events WHERE events.task_id = $1)",
+           AND NOT EXISTS (SELECT 1 FROM events WHERE events.task_id = $1 \
+                           AND events.task_created_at = tasks.created_at)",
     )
     .bind(task_id)
     .execute(pool)

@@ -53,7 +53,9 @@ pub async fn page(
         "SELECT trace_id, iteration, step_id, action_type, {observe} AS observe, \
                 {thought} AS thought, {abstract_} AS abstract, {output} AS output, status, \
                 {error_log} AS error_log, started_at, finished_at \
-         FROM recursions WHERE task_id = $1 AND iteration > $2 ORDER BY iteration LIMIT $3",
+         FROM recursions WHERE task_id = $1 AND iteration > $2 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         ORDER BY iteration LIMIT $3",
         observe = cut_text("observe", max),
         thought = cut_text("thought", max),
         abstract_ = cut_text("abstract", max),
@@ -77,8 +79,11 @@ pub async fn page(
         "SELECT t.trace_id, t.tool_call_id, t.name, {arguments} AS arguments, t.success, \
                 {result} AS result, {error} AS error, t.duration_ms, t.state, t.effect, \
                 t.idempotency_key, t.started_at, t.finished_at \
-         FROM tool_calls t LEFT JOIN recursions r ON r.trace_id = t.trace_id \
-         WHERE t.task_id = $1 AND coalesce(r.iteration, 2147483647) > $2 \
+         FROM tool_calls t LEFT JOIN recursions r \
+              ON r.trace_id = t.trace_id AND r.task_created_at = t.task_created_at \
+         WHERE t.task_id = $1 \
+           AND t.task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+           AND coalesce(r.iteration, 2147483647) > $2 \
            AND coalesce(r.iteration, 2147483647) <= $3 \
          ORDER BY t.id",
         arguments = cut_json("t.arguments", max),
@@ -94,7 +99,9 @@ pub async fn page(
     let llm_calls = sqlx::query_as::<_, LlmCallRecord>(&format!(
         "SELECT trace_id, attempt, status, latency_ms, prompt_tokens, completion_tokens, \
                 {error} AS error, model, cost_usd, started_at, queued_ms \
-         FROM llm_calls WHERE task_id = $1 AND iteration > $2 AND iteration <= $3 ORDER BY id",
+         FROM llm_calls WHERE task_id = $1 AND iteration > $2 AND iteration <= $3 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         ORDER BY id",
         error = cut_text("error", max),
     ))
     .bind(task_id)

@@ -1,6 +1,7 @@
 //! The `events` table: every progress event of a task, in seq order, so a late subscriber
 //! can replay what it missed, and so that what was stored and never confirmed by the broker
-//! can be published again (the outbox).
+//! can be published again (the outbox). Every query names the task's partition
+//! (`store::partitions`).
 
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
@@ -43,8 +44,9 @@ pub async fn append(
     }
     sqlx::query(
         "WITH stored AS ( \
-             INSERT INTO events (task_id, seq, event_id, type, payload) \
-             SELECT $1, seq, event_id, type, payload::jsonb \
+             INSERT INTO events (task_id, seq, event_id, type, payload, task_created_at) \
+             SELECT $1, seq, event_id, type, payload::jsonb, \
+                    (SELECT created_at FROM tasks WHERE task_id = $1) \
              FROM UNNEST($2::bigint[], $3::uuid[], $4::text[], $5::text[]) \
                   AS batch (seq, event_id, type, payload) \
              RETURNING seq \
@@ -65,10 +67,13 @@ pub async fn append(
 
 /// The highest seq stored for a task (0 when it has none).
 pub async fn last_seq(conn: &mut PgConnection, task_id: Uuid) -> sqlx::Result<i64> {
-    let seq: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM events WHERE task_id = $1")
-        .bind(task_id)
-        .fetch_one(conn)
-        .await?;
+    let seq: Option<i64> = sqlx::query_scalar(
+        "SELECT max(seq) FROM events WHERE task_id = $1 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1)",
+    )
+    .bind(task_id)
+    .fetch_one(conn)
+    .await?;
     Ok(seq.unwrap_or(0))
 }
 
@@ -80,7 +85,9 @@ pub async fn stored_after(
 ) -> sqlx::Result<Vec<StoredEvent>> {
     sqlx::query_as::<_, StoredEvent>(
         "SELECT task_id, seq, event_id, type, payload::text AS payload FROM events \
-         WHERE task_id = $1 AND seq > $2 ORDER BY seq",
+         WHERE task_id = $1 AND seq > $2 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         ORDER BY seq",
     )
     .bind(task_id)
     .bind(after)
@@ -96,7 +103,9 @@ pub async fn list_after(
 ) -> sqlx::Result<Vec<EventRecord>> {
     sqlx::query_as::<_, EventRecord>(
         "SELECT task_id, seq, event_id, type, payload FROM events \
-         WHERE task_id = $1 AND seq > $2 ORDER BY seq",
+         WHERE task_id = $1 AND seq > $2 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         ORDER BY seq",
     )
     .bind(task_id)
     .bind(after)
@@ -127,7 +136,9 @@ pub async fn page_after(
         "SELECT seq, type, payload FROM ( \
              SELECT seq, type, payload, size, sum(size) OVER (ORDER BY seq) AS running \
              FROM (SELECT seq, type, payload, octet_length(payload::text) AS size FROM events \
-                   WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) AS page \
+                   WHERE task_id = $1 AND seq > $2 \
+                     AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+                   ORDER BY seq LIMIT $3) AS page \
          ) AS sized \
          WHERE running <= $4 OR running = size \
          ORDER BY seq",
@@ -142,9 +153,12 @@ pub async fn page_after(
 
 /// Whether a task has a stored event after `after`.
 pub async fn any_after(pool: &PgPool, task_id: Uuid, after: i64) -> sqlx::Result<bool> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND seq > $2)")
-        .bind(task_id)
-        .bind(after)
-        .fetch_one(pool)
-        .await
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND seq > $2 \
+             AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1))",
+    )
+    .bind(task_id)
+    .bind(after)
+    .fetch_one(pool)
+    .await
 }

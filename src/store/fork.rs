@@ -68,7 +68,9 @@ pub async fn recursions_before(
 ) -> sqlx::Result<Vec<PastRecursion>> {
     let rows: Vec<RecursionRow> = sqlx::query_as(
         "SELECT trace_id, iteration, output, action_type, error_log, started_at, finished_at \
-         FROM recursions WHERE task_id = $1 AND iteration < $2 ORDER BY iteration",
+         FROM recursions WHERE task_id = $1 AND iteration < $2 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         ORDER BY iteration",
     )
     .bind(task_id)
     .bind(before)
@@ -77,8 +79,10 @@ pub async fn recursions_before(
     let calls: Vec<CallRow> = sqlx::query_as(
         "SELECT c.trace_id, c.tool_call_id, c.name, c.arguments, c.success, c.result, c.error, \
                 c.duration_ms \
-         FROM tool_calls c JOIN recursions r ON r.trace_id = c.trace_id \
+         FROM tool_calls c \
+         JOIN recursions r ON r.trace_id = c.trace_id AND r.task_created_at = c.task_created_at \
          WHERE r.task_id = $1 AND r.iteration < $2 \
+           AND r.task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
          ORDER BY r.iteration, c.started_at NULLS LAST, c.finished_at, c.tool_call_id",
     )
     .bind(task_id)
@@ -89,7 +93,9 @@ pub async fn recursions_before(
         "SELECT trace_id, COALESCE(sum(prompt_tokens), 0)::bigint, \
                 COALESCE(sum(completion_tokens), 0)::bigint, sum(cost_usd), \
                 bool_or(cost_usd IS NULL AND prompt_tokens IS NOT NULL) \
-         FROM llm_calls WHERE task_id = $1 AND iteration < $2 GROUP BY trace_id",
+         FROM llm_calls WHERE task_id = $1 AND iteration < $2 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         GROUP BY trace_id",
     )
     .bind(task_id)
     .bind(before)

@@ -63,6 +63,7 @@ pub async fn record_outcome(pool: &PgPool, outcome: &CallOutcome<'_>) -> sqlx::R
         "UPDATE tool_calls SET success = $4, result = $5::jsonb, error = $6, \
                 duration_ms = $7, state = $8, finished_at = $9 \
          WHERE trace_id = $3 AND tool_call_id = $10 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
            AND EXISTS (SELECT 1 FROM tasks WHERE task_id = $1 AND lease_owner = $2 \
                        AND status = 'running')",
     )

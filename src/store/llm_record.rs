@@ -58,9 +58,13 @@ pub async fn calls(
     sqlx::query_as(
         "SELECT c.id AS llm_call_id, c.trace_id, c.iteration, c.attempt, c.status, c.model,
                 c.latency_ms, c.started_at, c.request_sha256, c.request_key,
-                b.request, b.response
-         FROM llm_calls c LEFT JOIN llm_call_bodies b ON b.llm_call_id = c.id
+                CASE WHEN c.request_parts IS NOT NULL
+                     THEN llm_try_jsonb(llm_request_text(c.task_id, c.request_parts,
+                                                         c.task_created_at)) END AS request,
+                CASE WHEN c.request_parts IS NOT NULL THEN c.response END AS response
+         FROM llm_calls c
          WHERE c.task_id = $1 AND ($2::int IS NULL OR c.iteration = $2)
+           AND c.task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1)
          ORDER BY c.iteration, c.attempt, c.id",
     )
     .bind(task_id)
@@ -72,7 +76,8 @@ pub async fn calls(
 /// The exact request text of one attempt (its parts joined), when recorded in full.
 pub async fn request_text(pool: &PgPool, llm_call_id: i64) -> sqlx::Result<Option<String>> {
     sqlx::query_scalar(
-        "SELECT llm_request_text(task_id, request_parts) FROM llm_calls WHERE id = $1",
+        "SELECT llm_request_text(task_id, request_parts, task_created_at) FROM llm_calls \
+         WHERE id = $1",
     )
     .bind(llm_call_id)
     .fetch_optional(pool)

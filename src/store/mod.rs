@@ -13,6 +13,7 @@ pub mod ledger;
 pub mod llm_record;
 pub mod operator_actions;
 pub mod outbox;
+pub mod partitions;
 pub mod prune;
 pub mod rate_limit;
 pub mod readers;

@@ -64,7 +64,8 @@ pub async fn resolve(
     }
     let held: Option<(i32,)> = sqlx::query_as(
         "SELECT 1 FROM tool_calls WHERE task_id = $1 AND tool_call_id = $2 \
-           AND state = 'unknown' AND success IS NULL",
+           AND state = 'unknown' AND success IS NULL \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1)",
     )
     .bind(task_id)
     .bind(tool_call_id)
@@ -113,6 +114,7 @@ async fn resume_if_resolved(
                 updated_at = now() \
          WHERE task_id = $1 AND status = 'waiting' AND wait_reason = 'unknown_outcome' \
            AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.task_id = $1 \
+                           AND c.task_created_at = tasks.created_at \
                            AND c.state = 'unknown' AND c.success IS NULL \
                            AND NOT EXISTS (SELECT 1 FROM operator_actions o \
                                            WHERE o.task_id = c.task_id \
@@ -162,7 +164,8 @@ pub async fn held(pool: &PgPool, task_id: Option<Uuid>, limit: i64) -> sqlx::Res
     sqlx::query_as::<_, HeldCall>(
         "SELECT c.task_id, c.tool_call_id, c.trace_id, c.name, c.arguments, c.effect, \
                 c.idempotency_key, c.state, c.started_at \
-         FROM tool_calls c JOIN tasks t ON t.task_id = c.task_id \
+         FROM tool_calls c \
+         JOIN tasks t ON t.task_id = c.task_id AND t.created_at = c.task_created_at \
          WHERE c.state = 'unknown' AND c.success IS NULL \
            AND t.status = 'waiting' AND t.wait_reason = 'unknown_outcome' \
            AND ($1::uuid IS NULL OR c.task_id = $1) \

@@ -1,14 +1,17 @@
 //! Retention: removes tasks that ended long ago together with their whole trace (recursions,
 //! tool_calls, llm_calls, events). Only ended tasks (completed, failed, cancelled, rejected)
 //! whose `finished_at` is older than the cutoff are touched, never pending or running ones.
-//! Work goes in batches, one short transaction each, taking rows with `FOR UPDATE SKIP
-//! LOCKED` so that concurrent prunes (several workers) share the work instead of waiting.
+//! First, every time range of the partitioned trace tables whose tasks are all selected is
+//! dropped whole (`store::partitions::retention`); the selected tasks of other ranges then
+//! go in batches, one short transaction each, taking rows with `FOR UPDATE SKIP LOCKED` so
+//! that concurrent prunes (several workers) share the work instead of waiting.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::partitions;
 use super::tasks::status;
 
 /// The statuses of ended tasks: the only ones a prune may remove.
@@ -81,15 +84,20 @@ pub struct PruneRequest {
     pub statuses: Vec<String>,
     /// Tasks per transaction.
     pub batch_size: u32,
+    /// The clock of the prune: a partition is dropped whole only once its range has closed
+    /// (`core::partitions::drop_limit`).
+    pub now: DateTime<Utc>,
 }
 
 impl PruneRequest {
     /// A request for tasks that ended more than `older_than` ago.
     pub fn older_than(older_than: Duration, statuses: Vec<String>, batch_size: u32) -> Self {
+        let now = Utc::now();
         Self {
-            finished_before: Utc::now() - older_than,
+            finished_before: now - older_than,
             statuses,
             batch_size: batch_size.max(1),
+            now,
         }
     }
 }
@@ -102,6 +110,8 @@ pub struct PruneCounts {
     pub tool_calls: u64,
     pub llm_calls: u64,
     pub events: u64,
+    /// Time ranges whose partitions were dropped whole (their rows are counted above).
+    pub partitions: u64,
 }
 
 impl PruneCounts {
@@ -116,15 +126,16 @@ impl PruneCounts {
         ]
     }
 
-    fn add(&mut self, other: &PruneCounts) {
+    pub(crate) fn add(&mut self, other: &PruneCounts) {
         self.tasks += other.tasks;
         self.recursions += other.recursions;
         self.tool_calls += other.tool_calls;
         self.llm_calls += other.llm_calls;
         self.events += other.events;
+        self.partitions += other.partitions;
     }
 
-    fn set(&mut self, table: &str, rows: u64) {
+    pub(crate) fn set(&mut self, table: &str, rows: u64) {
         match table {
             "recursions" => self.recursions = rows,
             "tool_calls" => self.tool_calls = rows,
@@ -137,14 +148,15 @@ impl PruneCounts {
 }
 
 /// The ended tasks a request selects (the status check is repeated in SQL on purpose).
-const SELECT_DOOMED: &str = "SELECT task_id FROM tasks \
+const SELECT_DOOMED: &str = "SELECT task_id, created_at FROM tasks \
      WHERE status = ANY($1) \
        AND status IN ('completed', 'failed', 'cancelled', 'rejected') \
        AND finished_at < $2";
 
-/// Removes what `request` selects, batch after batch, and returns the rows removed.
+/// Removes what `request` selects, whole partitions first, then batch after batch, and
+/// returns the rows removed.
 pub async fn prune(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<PruneCounts> {
-    let mut total = PruneCounts::default();
+    let mut total = partitions::retention::drop_whole(pool, request).await?;
     loop {
         let batch = prune_batch(pool, request).await?;
         total.add(&batch);
@@ -157,7 +169,7 @@ pub async fn prune(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<PruneC
 /// One transaction: takes up to `batch_size` selected tasks and deletes their rows.
 async fn prune_batch(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<PruneCounts> {
     let mut tx = pool.begin().await?;
-    let ids: Vec<Uuid> = sqlx::query_scalar(&format!(
+    let doomed: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(&format!(
         "{SELECT_DOOMED} ORDER BY finished_at LIMIT $3 FOR UPDATE SKIP LOCKED"
     ))
     .bind(&request.statuses)
@@ -166,46 +178,72 @@ async fn prune_batch(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<Prun
     .fetch_all(&mut *tx)
     .await?;
     let mut counts = PruneCounts::default();
-    if ids.is_empty() {
+    let (Some(first), Some(last)) = (
+        doomed.iter().map(|d| d.1).min(),
+        doomed.iter().map(|d| d.1).max(),
+    ) else {
         return Ok(counts);
-    }
+    };
+    let ids: Vec<Uuid> = doomed.iter().map(|d| d.0).collect();
     for table in TRACE_TABLES {
-        let rows = delete_rows(&mut tx, table, &ids).await?;
-        counts.set(table, rows);
+        // The batch's creation times name the partitions to visit.
+        let rows = sqlx::query(&format!(
+            "DELETE FROM {table} WHERE task_id = ANY($1) \
+                                   AND task_created_at BETWEEN $2 AND $3"
+        ))
+        .bind(&ids)
+        .bind(first)
+        .bind(last)
+        .execute(&mut *tx)
+        .await?;
+        counts.set(table, rows.rows_affected());
     }
-    counts.tasks = delete_rows(&mut tx, "tasks", &ids).await?;
+    let tasks = sqlx::query("DELETE FROM tasks WHERE task_id = ANY($1)")
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await?;
+    counts.tasks = tasks.rows_affected();
     tx.commit().await?;
     Ok(counts)
 }
 
-async fn delete_rows(conn: &mut PgConnection, table: &str, ids: &[Uuid]) -> sqlx::Result<u64> {
-    // `table` is one of our constants, never input.
-    let result = sqlx::query(&format!("DELETE FROM {table} WHERE task_id = ANY($1)"))
-        .bind(ids)
-        .execute(conn)
-        .await?;
-    Ok(result.rows_affected())
-}
-
 /// Counts what [`prune`] would remove, removing nothing (`--dry-run`).
 pub async fn preview(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<PruneCounts> {
-    let mut counts = PruneCounts::default();
-    let tasks: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM ({SELECT_DOOMED}) d"))
+    let (mut counts, ranges) = partitions::retention::preview(pool, request).await?;
+    // The selected tasks outside the ranges dropped whole go row by row.
+    let los: Vec<_> = ranges
+        .iter()
+        .map(|r| partitions::sql_bound(r.from))
+        .collect();
+    let his: Vec<_> = ranges.iter().map(|r| partitions::sql_bound(r.to)).collect();
+    let rest = format!(
+        "SELECT task_id FROM ({SELECT_DOOMED}) d WHERE NOT EXISTS ( \
+             SELECT 1 FROM UNNEST($3::timestamptz[], $4::timestamptz[]) r (lo, hi) \
+             WHERE (r.lo IS NULL OR d.created_at >= r.lo) \
+               AND (r.hi IS NULL OR d.created_at < r.hi))"
+    );
+    let tasks: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM ({rest}) rest"))
         .bind(&request.statuses)
         .bind(request.finished_before)
+        .bind(&los)
+        .bind(&his)
         .fetch_one(pool)
         .await?;
-    counts.tasks = u64::try_from(tasks).unwrap_or(0);
+    counts.tasks += u64::try_from(tasks).unwrap_or(0);
+    let mut rows = PruneCounts::default();
     for table in TRACE_TABLES {
-        let rows: i64 = sqlx::query_scalar(&format!(
-            "SELECT count(*) FROM {table} WHERE task_id IN ({SELECT_DOOMED})"
+        let count: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {table} WHERE task_id IN ({rest})"
         ))
         .bind(&request.statuses)
         .bind(request.finished_before)
+        .bind(&los)
+        .bind(&his)
         .fetch_one(pool)
         .await?;
-        counts.set(table, u64::try_from(rows).unwrap_or(0));
+        rows.set(table, u64::try_from(count).unwrap_or(0));
     }
+    counts.add(&rows);
     Ok(counts)
 }
 

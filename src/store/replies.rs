@@ -72,7 +72,7 @@ pub async fn lock_owed(
          FROM tasks t \
          JOIN LATERAL ( \
              SELECT event_id, type, payload FROM events \
-             WHERE events.task_id = t.task_id \
+             WHERE events.task_id = t.task_id AND events.task_created_at = t.created_at \
                AND type IN ('task.completed', 'task.failed', 'task.cancelled') \
              ORDER BY seq DESC LIMIT 1 \
          ) e ON true \

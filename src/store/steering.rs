@@ -44,10 +44,14 @@ pub async fn remove_tombstones(
     if ids.is_empty() {
         return Ok(0);
     }
-    sqlx::query("DELETE FROM events WHERE task_id = ANY($1)")
-        .bind(&ids)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(
+        "DELETE FROM events e USING tasks t \
+         WHERE t.task_id = ANY($1) AND e.task_id = t.task_id \
+           AND e.task_created_at = t.created_at",
+    )
+    .bind(&ids)
+    .execute(&mut *tx)
+    .await?;
     let removed = sqlx::query(&format!(
         "DELETE FROM tasks WHERE task_id = ANY($1) AND {TOMBSTONE}"
     ))

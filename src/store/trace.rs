@@ -95,7 +95,9 @@ pub async fn recursions(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<Recurs
     sqlx::query_as::<_, RecursionRow>(
         "SELECT trace_id, iteration, step_id, action_type, observe, thought, abstract, output, \
                 status, error_log, started_at, finished_at \
-         FROM recursions WHERE task_id = $1 ORDER BY iteration",
+         FROM recursions WHERE task_id = $1 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         ORDER BY iteration",
     )
     .bind(task_id)
     .fetch_all(pool)
@@ -107,7 +109,9 @@ pub async fn tool_calls(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<ToolCa
     sqlx::query_as::<_, ToolCallRow>(
         "SELECT trace_id, tool_call_id, name, arguments, success, result, error, duration_ms, \
                 state, effect, idempotency_key, started_at, finished_at \
-         FROM tool_calls WHERE task_id = $1 ORDER BY id",
+         FROM tool_calls WHERE task_id = $1 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         ORDER BY id",
     )
     .bind(task_id)
     .fetch_all(pool)
@@ -119,7 +123,9 @@ pub async fn llm_calls(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Vec<LlmCall
     sqlx::query_as::<_, LlmCallRecord>(
         "SELECT trace_id, attempt, status, latency_ms, prompt_tokens, completion_tokens, error, \
                 model, cost_usd, started_at, queued_ms \
-         FROM llm_calls WHERE task_id = $1 ORDER BY id",
+         FROM llm_calls WHERE task_id = $1 \
+           AND task_created_at = (SELECT created_at FROM tasks WHERE task_id = $1) \
+         ORDER BY id",
     )
     .bind(task_id)
     .fetch_all(pool)

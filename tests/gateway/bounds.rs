@@ -41,11 +41,12 @@ async fn task_with_big_events(env: &TestEnv, count: i64, size: i32) -> Uuid {
         .await
         .unwrap();
     sqlx::query(
-        "INSERT INTO events (task_id, seq, event_id, type, payload) \
+        "INSERT INTO events (task_id, seq, event_id, type, payload, task_created_at) \
          SELECT $1, g, gen_random_uuid(), kind, jsonb_build_object( \
              'event_id', gen_random_uuid(), 'task_id', $1, 'agent_id', NULL, 'seq', g, \
              'type', kind, 'trace_id', NULL, 'iteration', 1, 'ts', '2026-11-26T00:00:00Z', \
-             'data', jsonb_build_object('content', repeat('x', $3), 'attempt', 1)) \
+             'data', jsonb_build_object('content', repeat('x', $3), 'attempt', 1)), \
+             (SELECT created_at FROM tasks WHERE task_id = $1) \
          FROM generate_series(1, $2::bigint) AS g, \
               LATERAL (SELECT CASE WHEN g = $2 THEN 'task.completed' ELSE 'llm.delta' END) \
               AS k (kind)",
@@ -212,17 +213,20 @@ async fn task_with_a_long_trace(env: &TestEnv, recursions: i32) -> Uuid {
     sqlx::query(
         "WITH r AS ( \
              INSERT INTO recursions (trace_id, task_id, iteration, thought, output, status, \
-                                     started_at, finished_at) \
+                                     started_at, finished_at, task_created_at) \
              SELECT gen_random_uuid(), $1, i, CASE WHEN i = 3 THEN repeat('t', 200000) \
-                    ELSE 'short' END, jsonb_build_object('i', i), 'done', now(), now() \
-             FROM generate_series(1, $2) AS i RETURNING trace_id, iteration), \
+                    ELSE 'short' END, jsonb_build_object('i', i), 'done', now(), now(), \
+                    (SELECT created_at FROM tasks WHERE task_id = $1) \
+             FROM generate_series(1, $2) AS i \
+             RETURNING trace_id, iteration, task_created_at), \
          t AS ( \
              INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, \
-                                     success, result, duration_ms) \
+                                     success, result, duration_ms, task_created_at) \
              SELECT $1, trace_id, 'call_' || iteration, 'calculate', '{}', true, \
-                    to_jsonb(iteration), 1 FROM r RETURNING 1) \
-         INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms) \
-         SELECT $1, trace_id, iteration, 1, '200', 5 FROM r",
+                    to_jsonb(iteration), 1, task_created_at FROM r RETURNING 1) \
+         INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms, \
+                                task_created_at) \
+         SELECT $1, trace_id, iteration, 1, '200', 5, task_created_at FROM r",
     )
     .bind(task_id)
     .bind(recursions)
@@ -231,8 +235,9 @@ async fn task_with_a_long_trace(env: &TestEnv, recursions: i32) -> Uuid {
     .unwrap();
     sqlx::query(
         "INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, success, \
-                                 duration_ms) \
-         VALUES ($1, gen_random_uuid(), 'call_open', 'calculate', '{}', NULL, NULL)",
+                                 duration_ms, task_created_at) \
+         SELECT $1, gen_random_uuid(), 'call_open', 'calculate', '{}', NULL, NULL, created_at \
+         FROM tasks WHERE task_id = $1",
     )
     .bind(task_id)
     .execute(&env.pool)

@@ -198,7 +198,8 @@ async fn store_event(env: &TestEnv, task_id: Uuid, seq: i64, kind: &str) -> Valu
                        "seq": seq, "type": kind, "trace_id": null, "iteration": 0,
                        "ts": "2026-11-22T00:00:00Z", "data": {"n": seq}});
     sqlx::query(
-        "INSERT INTO events (task_id, seq, event_id, type, payload) VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO events (task_id, seq, event_id, type, payload, task_created_at) \
+         SELECT $1, $2, $3, $4, $5, created_at FROM tasks WHERE task_id = $1",
     )
     .bind(task_id)
     .bind(seq)

@@ -93,10 +93,19 @@ impl BenchEnv {
     }
 
     /// Fills the database with `tasks` ended tasks of another agent, each with `events`
-    /// events, five recursions, five LLM attempts and four tool calls, then analyzes it: a
-    /// database that has run for a while, for the growth run.
+    /// events, five recursions, five LLM attempts and four tool calls, in the partitions of
+    /// their creation times, then analyzes it: a database that has run for a while, for the
+    /// growth run.
     pub async fn preload(&self, tasks: u64, events: u64) -> anyhow::Result<()> {
         let (tasks, events) = (i64::try_from(tasks)?, i64::try_from(events)?);
+        // The preloaded tasks were created over the last `tasks` seconds: their partitions
+        // exist before their rows, as in a database that has run for that long.
+        let now = chrono::Utc::now();
+        let oldest = now - chrono::TimeDelta::seconds(tasks.saturating_add(60));
+        let layout = self.settings.partitions.layout()?;
+        store::partitions::cover(&self.pool, &layout, oldest, now)
+            .await
+            .context("making the partitions of the preload")?;
         let other_agent = Uuid::now_v7();
         let statements = [
             "INSERT INTO tasks (task_id, agent_id, input, status, iterations, answer, plan, \
@@ -107,25 +116,30 @@ impl BenchEnv {
                     now() - make_interval(secs => n), now() - make_interval(secs => n), $3, $3, \
                     500, 100 \
              FROM generate_series(1, $2) AS n",
-            "INSERT INTO events (task_id, seq, event_id, type, payload, created_at) \
+            "INSERT INTO events (task_id, seq, event_id, type, payload, created_at, \
+                                 task_created_at) \
              SELECT t.task_id, s, gen_random_uuid(), 'recursion.completed', \
                     jsonb_build_object('seq', s, 'type', 'recursion.completed', \
-                                       'data', jsonb_build_object('iteration', s)), t.created_at \
+                                       'data', jsonb_build_object('iteration', s)), t.created_at, \
+                    t.created_at \
              FROM tasks t, generate_series(1, $2) AS s WHERE t.agent_id = $1",
             "INSERT INTO recursions (trace_id, task_id, iteration, action_type, observe, thought, \
-                                     abstract, output, status, started_at, finished_at) \
+                                     abstract, output, status, started_at, finished_at, \
+                                     task_created_at) \
              SELECT gen_random_uuid(), t.task_id, i, 'CALL_TOOL', 'observed', 'thought', \
-                    'abstract', '{}'::jsonb, 'done', t.created_at, t.created_at \
+                    'abstract', '{}'::jsonb, 'done', t.created_at, t.created_at, t.created_at \
              FROM tasks t, generate_series(1, 5) AS i WHERE t.agent_id = $1",
             "INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms, \
-                                    prompt_tokens, completion_tokens, created_at) \
-             SELECT r.task_id, r.trace_id, r.iteration, 1, '200', 700, 100, 20, r.started_at \
+                                    prompt_tokens, completion_tokens, created_at, \
+                                    task_created_at) \
+             SELECT r.task_id, r.trace_id, r.iteration, 1, '200', 700, 100, 20, r.started_at, \
+                    r.task_created_at \
              FROM recursions r JOIN tasks t USING (task_id) WHERE t.agent_id = $1",
             "INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, success, \
-                                     result, duration_ms, state, effect) \
+                                     result, duration_ms, state, effect, task_created_at) \
              SELECT r.task_id, r.trace_id, 'call_' || r.iteration, 'calculate', \
                     '{\"expression\": \"1+1\"}'::jsonb, true, '2'::jsonb, 1, 'succeeded', \
-                    'read_only' \
+                    'read_only', r.task_created_at \
              FROM recursions r JOIN tasks t USING (task_id) \
              WHERE t.agent_id = $1 AND r.iteration <= 4",
         ];
