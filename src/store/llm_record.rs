@@ -1,7 +1,8 @@
 //! The record of every model call (CONTRACT v3 §12) in PostgreSQL: what an attempt's
 //! `llm_calls` row carries (`request_sha256`, `request_key`, `request_parts`, `response`),
 //! the task's `llm_request_parts` it refers to (written with the step, in the same
-//! statement: `store::step`), and reading it back through the view `llm_call_bodies`.
+//! statement: `store::step`), and reading it back as the view `llm_call_bodies` does, from
+//! the task's partition.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
