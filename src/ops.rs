@@ -93,6 +93,7 @@ async fn retention_loop(pool: PgPool, retention: RetentionSettings, stop: Cancel
                     tool_calls = counts.tool_calls,
                     llm_calls = counts.llm_calls,
                     events = counts.events,
+                    whole_ranges = counts.partitions,
                     "pruned old ended tasks"
                 );
             }

@@ -12,6 +12,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::partitions;
+use super::partitions::retention::{Dropped, Selection};
 use super::tasks::status;
 
 /// The statuses of ended tasks: the only ones a prune may remove.
@@ -90,6 +91,15 @@ pub struct PruneRequest {
 }
 
 impl PruneRequest {
+    /// What retention by partition selects.
+    fn selection(&self) -> Selection<'_> {
+        Selection {
+            statuses: &self.statuses,
+            finished_before: self.finished_before,
+            now: self.now,
+        }
+    }
+
     /// A request for tasks that ended more than `older_than` ago.
     pub fn older_than(older_than: Duration, statuses: Vec<String>, batch_size: u32) -> Self {
         let now = Utc::now();
@@ -126,7 +136,20 @@ impl PruneCounts {
         ]
     }
 
-    pub(crate) fn add(&mut self, other: &PruneCounts) {
+    /// The counts of the ranges dropped whole.
+    fn of_dropped(dropped: &Dropped) -> Self {
+        let mut counts = PruneCounts {
+            tasks: dropped.tasks,
+            partitions: u64::try_from(dropped.ranges.len()).unwrap_or(u64::MAX),
+            ..PruneCounts::default()
+        };
+        for (table, rows) in &dropped.rows {
+            counts.set(table, *rows);
+        }
+        counts
+    }
+
+    fn add(&mut self, other: &PruneCounts) {
         self.tasks += other.tasks;
         self.recursions += other.recursions;
         self.tool_calls += other.tool_calls;
@@ -135,7 +158,7 @@ impl PruneCounts {
         self.partitions += other.partitions;
     }
 
-    pub(crate) fn set(&mut self, table: &str, rows: u64) {
+    fn set(&mut self, table: &str, rows: u64) {
         match table {
             "recursions" => self.recursions = rows,
             "tool_calls" => self.tool_calls = rows,
@@ -156,7 +179,8 @@ const SELECT_DOOMED: &str = "SELECT task_id, created_at FROM tasks \
 /// Removes what `request` selects, whole partitions first, then batch after batch, and
 /// returns the rows removed.
 pub async fn prune(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<PruneCounts> {
-    let mut total = partitions::retention::drop_whole(pool, request).await?;
+    let dropped = partitions::retention::drop_whole(pool, request.selection()).await?;
+    let mut total = PruneCounts::of_dropped(&dropped);
     loop {
         let batch = prune_batch(pool, request).await?;
         total.add(&batch);
@@ -209,8 +233,10 @@ async fn prune_batch(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<Prun
 
 /// Counts what [`prune`] would remove, removing nothing (`--dry-run`).
 pub async fn preview(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<PruneCounts> {
-    let (mut counts, ranges) = partitions::retention::preview(pool, request).await?;
+    let dropped = partitions::retention::preview(pool, request.selection()).await?;
+    let mut counts = PruneCounts::of_dropped(&dropped);
     // The selected tasks outside the ranges dropped whole go row by row.
+    let ranges = &dropped.ranges;
     let los: Vec<_> = ranges
         .iter()
         .map(|r| partitions::sql_bound(r.from))

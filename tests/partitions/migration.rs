@@ -9,6 +9,8 @@ use sqlx::PgPool;
 use sqlx::migrate::Migrator;
 use uuid::Uuid;
 
+use super::homes;
+
 /// The first migration of partitioned trace tables.
 const PARTITIONING: i64 = 20261127010001;
 
@@ -92,16 +94,6 @@ async fn old_trace(pool: &PgPool, task_id: Uuid, created: &str) {
             .await
             .expect(statement);
     }
-}
-
-async fn homes(pool: &PgPool, table: &str, task_id: Uuid) -> Vec<String> {
-    sqlx::query_scalar(&format!(
-        "SELECT DISTINCT tableoid::regclass::text FROM {table} WHERE task_id = $1 ORDER BY 1"
-    ))
-    .bind(task_id)
-    .fetch_all(pool)
-    .await
-    .expect("homes")
 }
 
 #[tokio::test]

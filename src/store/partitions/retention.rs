@@ -7,14 +7,44 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 
 use super::{TRACE_TABLES, list, lock, sql_bound};
 use crate::core::partitions::{Candidate, Range, drop_limit, to_drop};
-use crate::store::prune::{PruneCounts, PruneRequest};
 
 /// PostgreSQL's SQLSTATE for "lock not available" (a `lock_timeout` expired).
 const LOCK_NOT_AVAILABLE: &str = "55P03";
+
+/// The tasks a prune selects, and its clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    /// Ended statuses.
+    pub statuses: &'a [String],
+    pub finished_before: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// What dropping whole ranges removed, or would remove.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// The ranges dropped whole.
+    pub ranges: Vec<Range>,
+    /// Their `tasks` rows.
+    pub tasks: u64,
+    /// Rows per trace table (the request parts are not counted).
+    pub rows: BTreeMap<&'static str, u64>,
+}
+
+impl Dropped {
+    fn add(&mut self, other: Dropped) {
+        self.ranges.extend(other.ranges);
+        self.tasks += other.tasks;
+        for (table, rows) in other.rows {
+            *self.rows.entry(table).or_default() += rows;
+        }
+    }
+}
 
 /// The partitions of one range across the trace tables: `(table, partition)`.
 #[derive(Debug, Clone)]
@@ -33,25 +63,25 @@ const SELECTED: &str = "status = ANY($3) \
      AND status IN ('completed', 'failed', 'cancelled', 'rejected') \
      AND finished_at IS NOT NULL AND finished_at < $4";
 
-/// Whether a task created in `range` keeps it: not ended, or not selected by `request`.
+/// Whether a task created in `range` keeps it: not ended, or not selected.
 async fn held(
     conn: &mut PgConnection,
     range: &Range,
-    request: &PruneRequest,
+    selection: Selection<'_>,
 ) -> sqlx::Result<bool> {
     sqlx::query_scalar(&format!(
         "SELECT EXISTS (SELECT 1 FROM tasks WHERE {IN_RANGE} AND NOT ({SELECTED}))"
     ))
     .bind(sql_bound(range.from))
     .bind(sql_bound(range.to))
-    .bind(&request.statuses)
-    .bind(request.finished_before)
+    .bind(selection.statuses)
+    .bind(selection.finished_before)
     .fetch_one(conn)
     .await
 }
 
-/// The ranges `request` may drop whole, each with its partitions.
-async fn doomed(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<Vec<Whole>> {
+/// The ranges `selection` may drop whole, each with its partitions.
+async fn doomed(pool: &PgPool, selection: Selection<'_>) -> sqlx::Result<Vec<Whole>> {
     let mut conn = pool.acquire().await?;
     let mut by_range: BTreeMap<Range, Vec<(&'static str, String)>> = BTreeMap::new();
     for table in TRACE_TABLES {
@@ -64,14 +94,14 @@ async fn doomed(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<Vec<Whole
             }
         }
     }
-    let limit = drop_limit(request.now, request.finished_before);
+    let limit = drop_limit(selection.now, selection.finished_before);
     let old: Vec<Range> = by_range.keys().copied().filter(|r| r.to <= limit).collect();
     let mut candidates = Vec::new();
     for range in old {
-        let held = held(&mut conn, &range, request).await?;
+        let held = held(&mut conn, &range, selection).await?;
         candidates.push(Candidate { range, held });
     }
-    let ranges = to_drop(&candidates, request.now, request.finished_before);
+    let ranges = to_drop(&candidates, selection.now, selection.finished_before);
     Ok(ranges
         .into_iter()
         .filter_map(|range| {
@@ -82,10 +112,10 @@ async fn doomed(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<Vec<Whole
 }
 
 /// The rows of a range's partitions and its tasks.
-async fn count(pool: &PgPool, whole: &Whole) -> sqlx::Result<PruneCounts> {
-    let mut counts = PruneCounts {
-        partitions: 1,
-        ..PruneCounts::default()
+async fn count(pool: &PgPool, whole: &Whole) -> sqlx::Result<Dropped> {
+    let mut counts = Dropped {
+        ranges: vec![whole.range],
+        ..Dropped::default()
     };
     for (table, name) in &whole.parts {
         if *table == "llm_request_parts" {
@@ -94,7 +124,7 @@ async fn count(pool: &PgPool, whole: &Whole) -> sqlx::Result<PruneCounts> {
         let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {name}"))
             .fetch_one(pool)
             .await?;
-        counts.set(table, u64::try_from(rows).unwrap_or(0));
+        counts.rows.insert(table, u64::try_from(rows).unwrap_or(0));
     }
     let tasks: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM tasks WHERE {IN_RANGE}"))
         .bind(sql_bound(whole.range.from))
@@ -105,29 +135,23 @@ async fn count(pool: &PgPool, whole: &Whole) -> sqlx::Result<PruneCounts> {
     Ok(counts)
 }
 
-/// What dropping the ranges `request` may drop whole would remove (`--dry-run`), and those
-/// ranges.
-pub async fn preview(
-    pool: &PgPool,
-    request: &PruneRequest,
-) -> sqlx::Result<(PruneCounts, Vec<Range>)> {
-    let mut total = PruneCounts::default();
-    let mut ranges = Vec::new();
-    for whole in doomed(pool, request).await? {
-        total.add(&count(pool, &whole).await?);
-        ranges.push(whole.range);
+/// What dropping the ranges `selection` may drop whole would remove (`--dry-run`).
+pub async fn preview(pool: &PgPool, selection: Selection<'_>) -> sqlx::Result<Dropped> {
+    let mut total = Dropped::default();
+    for whole in doomed(pool, selection).await? {
+        total.add(count(pool, &whole).await?);
     }
-    Ok((total, ranges))
+    Ok(total)
 }
 
-/// Drops the ranges `request` may drop whole and returns what went. A range whose table
+/// Drops the ranges `selection` may drop whole and returns what went. A range whose table
 /// locks are not granted in time is left to the row-by-row prune (and, emptied, to a later
 /// prune's drop).
-pub async fn drop_whole(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<PruneCounts> {
-    let mut total = PruneCounts::default();
-    for whole in doomed(pool, request).await? {
-        match drop_range(pool, &whole, request).await {
-            Ok(Some(counts)) => total.add(&counts),
+pub async fn drop_whole(pool: &PgPool, selection: Selection<'_>) -> sqlx::Result<Dropped> {
+    let mut total = Dropped::default();
+    for whole in doomed(pool, selection).await? {
+        match drop_range(pool, &whole, selection).await {
+            Ok(Some(dropped)) => total.add(dropped),
             Ok(None) => {}
             Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some(LOCK_NOT_AVAILABLE) => {
                 tracing::warn!(from = %whole.range.from, to = %whole.range.to,
@@ -144,8 +168,8 @@ pub async fn drop_whole(pool: &PgPool, request: &PruneRequest) -> sqlx::Result<P
 async fn drop_range(
     pool: &PgPool,
     whole: &Whole,
-    request: &PruneRequest,
-) -> sqlx::Result<Option<PruneCounts>> {
+    selection: Selection<'_>,
+) -> sqlx::Result<Option<Dropped>> {
     // Counted before any lock: the rows of ended tasks no longer change.
     let mut counts = count(pool, whole).await?;
     let mut tx = pool.begin().await?;
@@ -159,7 +183,7 @@ async fn drop_range(
         if exists {
             present.push(name.as_str());
         } else {
-            counts.set(table, 0);
+            counts.rows.remove(table);
         }
     }
     if present.is_empty() {
@@ -170,11 +194,11 @@ async fn drop_range(
     ))
     .bind(sql_bound(whole.range.from))
     .bind(sql_bound(whole.range.to))
-    .bind(&request.statuses)
-    .bind(request.finished_before)
+    .bind(selection.statuses)
+    .bind(selection.finished_before)
     .execute(&mut *tx)
     .await?;
-    if held(&mut tx, &whole.range, request).await? {
+    if held(&mut tx, &whole.range, selection).await? {
         tx.rollback().await?;
         return Ok(None);
     }
