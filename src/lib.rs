@@ -25,18 +25,17 @@
 //! docs/architecture.md maps the rooms and says where a change goes.
 
 pub mod amqp;
-pub mod cancel;
 pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod core;
 pub mod demo;
-pub mod fork;
 pub mod gateway;
+pub mod lifecycle;
 pub mod llm;
 pub mod metrics;
-pub mod ops;
 pub mod otel;
+pub mod outbox;
 pub mod ports;
 pub mod scheduler;
 pub mod store;

@@ -12,12 +12,12 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Approval;
 use agentd::core::approval::{Decision, DecisionKind};
-use agentd::worker::approvals::{Decided, decide};
-use agentd::worker::unheld::Sink;
+use agentd::lifecycle::approvals::{Decided, decide};
+use agentd::lifecycle::cancel::send_control;
+use agentd::lifecycle::unheld::Sink;
 use serde_json::{Value, json};
 use support::fake_llm::{answer_reply, call_tool_reply};
 use support::gateway::Gateway;

@@ -28,7 +28,7 @@ async fn env_with(llm: &StatelessLlm, concurrency: u16) -> TestEnv {
 /// Publishes a `cancel` straight to the control exchange, as any producer may.
 async fn publish_cancel(env: &TestEnv, task_id: Uuid) {
     let message = ControlMessage::Cancel(Cancel { task_id });
-    agentd::cancel::send_control(&env.publisher, &env.settings.amqp, &message)
+    agentd::lifecycle::cancel::send_control(&env.publisher, &env.settings.amqp, &message)
         .await
         .expect("publish cancel");
 }
@@ -100,7 +100,7 @@ async fn stranded_events_go_out_when_the_ended_task_is_redelivered() {
     assert_whole_stream(task_id, &again[&task_id]);
     assert_eq!(again[&task_id], stored, "the same events, ids and seqs");
     // The redelivery published them, not the sweep (which leaves a fresh flag alone).
-    let grace = agentd::worker::outbox::SWEEP_GRACE;
+    let grace = agentd::outbox::SWEEP_GRACE;
     assert!(took < grace, "republished after {took:?}");
     wait_until_confirmed(&env, task_id).await;
     assert_eq!(llm.calls_for("redelivered steps=2"), 3, "nothing ran again");
@@ -272,7 +272,7 @@ async fn publish_inject(env: &TestEnv, task_id: Uuid, text: &str) {
         task_id,
         text: text.to_owned(),
     });
-    agentd::cancel::send_control(&env.publisher, &env.settings.amqp, &message)
+    agentd::lifecycle::cancel::send_control(&env.publisher, &env.settings.amqp, &message)
         .await
         .expect("publish inject");
 }

@@ -12,12 +12,12 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resolve;
 use agentd::core::unknown::{Resolution, ResolveOutcome};
-use agentd::worker::resolutions::{Outcome, resolve, resolve_verified};
-use agentd::worker::unheld::Sink;
+use agentd::lifecycle::cancel::send_control;
+use agentd::lifecycle::resolutions::{Outcome, resolve, resolve_verified};
+use agentd::lifecycle::unheld::Sink;
 use serde_json::{Value, json};
 use support::harness::{self, TestEnv};
 use support::process::WorkerProcess;

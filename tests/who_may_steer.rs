@@ -467,10 +467,18 @@ async fn a_cancel_for_an_id_no_message_brings_leaves_a_tombstone_for_a_while_onl
     let made_up = Uuid::now_v7();
     let awaited = Uuid::now_v7();
     for task_id in [made_up, awaited] {
-        let result = agentd::cancel::cancel_task(&env.pool, &env.publisher, &env.settings, task_id)
-            .await
-            .expect("cancel");
-        assert_eq!(result, agentd::cancel::CancelResult::CancelledBeforeStart);
+        let result = agentd::lifecycle::cancel::cancel_task(
+            &env.pool,
+            &env.publisher,
+            &env.settings,
+            task_id,
+        )
+        .await
+        .expect("cancel");
+        assert_eq!(
+            result,
+            agentd::lifecycle::cancel::CancelResult::CancelledBeforeStart
+        );
     }
     let rows = |task_id: Uuid| {
         let pool = env.pool.clone();
@@ -590,8 +598,8 @@ fn outside_text() -> impl proptest::strategy::Strategy<Value = String> {
 async fn who_decided_is_stored_whatever_unicode_it_holds() {
     use agentd::core::approval::Decision;
     use agentd::core::storable;
-    use agentd::worker::approvals::{Decided, decide_verified};
-    use agentd::worker::unheld::Sink;
+    use agentd::lifecycle::approvals::{Decided, decide_verified};
+    use agentd::lifecycle::unheld::Sink;
     use proptest::test_runner::{Config, TestRunner};
 
     let env = TestEnv::without_worker(|_| {}).await;

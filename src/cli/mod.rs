@@ -123,7 +123,7 @@ pub async fn fork(
 ) -> anyhow::Result<ExitCode> {
     let pool = store::open(&settings.database.url, 2).await?;
     let publisher = crate::amqp::connect_declared(settings).await?;
-    let forked = crate::fork::fork_task(
+    let forked = crate::lifecycle::fork::fork_task(
         &pool,
         &publisher,
         settings,

@@ -11,6 +11,7 @@
 pub mod asyncapi;
 pub mod control;
 pub mod events;
+pub mod intake;
 pub mod task;
 
 pub use control::ControlMessage;

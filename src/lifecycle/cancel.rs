@@ -9,11 +9,11 @@ use lapin::types::FieldTable;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::unheld::{self, Sink};
 use crate::amqp::Publisher;
 use crate::config::{AmqpSettings, ControlSettings, Settings};
 use crate::contract::ControlMessage;
 use crate::contract::control::Cancel;
-use crate::worker::unheld::{self, Sink};
 
 /// What [`cancel_task`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,12 +15,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::deps::WorkerDeps;
 use super::unheld::{self, Sink, store_events};
 use crate::amqp::Publisher;
 use crate::contract::events::{EventData, TaskWaiting};
 use crate::core::machine::WaitReason;
 use crate::store::{agents::Agent, conversations};
+use crate::worker::WorkerDeps;
 
 /// How often a worker looks for parked turns of idle conversations.
 const SWEEP_PERIOD: Duration = Duration::from_secs(2);

@@ -15,10 +15,10 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::control::{Holder, alive_holder};
-use super::deps::WorkerDeps;
 use super::unheld::{self, Sink};
 use crate::amqp;
 use crate::amqp::subscriber::Next;
+use crate::worker::WorkerDeps;
 
 /// Dead letters handled at once.
 const PREFETCH: u16 = 8;

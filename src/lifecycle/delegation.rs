@@ -19,14 +19,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::deps::WorkerDeps;
+use super::cancel::send_control_signed;
 use crate::amqp::Publisher;
-use crate::cancel::send_control_signed;
 use crate::contract::control::Cancel;
 use crate::contract::{ControlMessage, TaskMessage};
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolSpec};
 use crate::store::children::{self, Child, NewChild};
 use crate::store::tasks::status;
+use crate::worker::WorkerDeps;
 
 /// The built-in tool's name.
 pub const DELEGATE: &str = "delegate";

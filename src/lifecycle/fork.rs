@@ -78,7 +78,7 @@ pub async fn fork_task(
         .map(crate::core::storable::owned)
         .filter(|text| !text.trim().is_empty())
         .unwrap_or(original_input);
-    let budget = match crate::worker::intake::parse_budget(original.budget.clone()) {
+    let budget = match crate::contract::intake::parse_budget(original.budget.clone()) {
         Ok(budget) => budget,
         Err(problem) => return Ok(Err(ForkError::Unforkable(problem))),
     };

@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use uuid::Uuid;
 
-use super::deps::WorkerDeps;
 use crate::amqp::Publisher;
 use crate::contract::TaskMessage;
 use crate::core::budget::Budget;
 use crate::store::{self, reconcile::Orphan};
+use crate::worker::WorkerDeps;
 
 /// Orphans re-enqueued per round.
 const BATCH: i64 = 200;
@@ -113,8 +113,11 @@ pub(super) fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
         conversation_id: orphan.conversation_id,
         constraints: serde_json::from_value(orphan.constraints.clone()).unwrap_or_default(),
         stream: orphan.stream,
-        budget: (orphan.budget.clone())
-            .and_then(|budget| super::intake::parse_budget(Some(budget)).ok().flatten()),
+        budget: (orphan.budget.clone()).and_then(|budget| {
+            crate::contract::intake::parse_budget(Some(budget))
+                .ok()
+                .flatten()
+        }),
         agent_version: None,
         channel: None,
     })

@@ -29,7 +29,7 @@ struct Registry {
 }
 
 impl RunningTasks {
-    pub(super) fn insert(&self, task_id: Uuid, stops: Stops) {
+    pub fn insert(&self, task_id: Uuid, stops: Stops) {
         let Ok(mut registry) = self.inner.lock() else {
             return;
         };
@@ -44,7 +44,7 @@ impl RunningTasks {
         registry.running.insert(task_id, stops);
     }
 
-    pub(super) fn remove(&self, task_id: Uuid) {
+    pub fn remove(&self, task_id: Uuid) {
         if let Ok(mut registry) = self.inner.lock() {
             registry.running.remove(&task_id);
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Runs `pass` every `period` until `stop`; `what` names the pass in the log.
-pub(super) async fn every<F, Fut>(
+pub async fn every<F, Fut>(
     period: Duration,
     stop: &CancellationToken,
     what: &'static str,

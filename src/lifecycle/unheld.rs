@@ -7,17 +7,17 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::deps::WorkerDeps;
-use super::events::EventLog;
-use super::intake::Rejection;
-use super::outbox;
 use crate::amqp::Publisher;
 use crate::contract::events::{EventData, InputInjected, TaskCancelled, TaskFailed};
+use crate::contract::intake::Rejection;
 use crate::core::machine::FailReason;
+use crate::outbox;
+use crate::outbox::events::EventLog;
 use crate::store;
 use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{NewTask, status};
 use crate::store::unheld::Ending;
+use crate::worker::WorkerDeps;
 
 /// Where an unheld task's terminal event goes.
 #[derive(Clone, Copy)]
@@ -235,7 +235,7 @@ async fn finish(
 /// Stores `events`, in order, in `tx` after the row change, commits, and publishes every
 /// event of the task not confirmed yet, in seq order; then sends the producer's reply if
 /// the task ended and one is owed.
-pub(super) async fn store_events(
+pub async fn store_events(
     sink: Sink<'_>,
     mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
     task_id: Uuid,
@@ -254,7 +254,9 @@ pub(super) async fn store_events(
     outbound.observe();
     outbox::flush_ended(sink.pool, sink.publisher, sink.exchange, task_id).await?;
     // The producer's reply, if it asked for one (else the sweep sends it later).
-    if let Err(err) = super::replies::send_owed(sink.pool, sink.publisher, Some(&[task_id])).await {
+    if let Err(err) =
+        crate::outbox::replies::send_owed(sink.pool, sink.publisher, Some(&[task_id])).await
+    {
         tracing::warn!(%task_id, error = %format!("{err:#}"), "could not send the reply yet");
     }
     Ok(())

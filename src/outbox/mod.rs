@@ -8,6 +8,9 @@
 //! A stored event waits at most [`SWEEP_GRACE`] + [`SWEEP_EVERY`] + one publish before the
 //! sweep sends it (the contract promises 30 s).
 
+pub mod events;
+pub mod replies;
+
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -15,9 +18,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::events::{Encoded, Outbound};
 use crate::amqp::Publisher;
 use crate::store;
+use events::{Encoded, Outbound};
 
 /// How long an ended task's runner is left to publish its own last events before the
 /// sweep does (it retries through a broker outage for about as long).
@@ -155,5 +158,5 @@ pub async fn sweep_loop(
         sweep_once(pool, publisher, exchange).await?;
         Ok(())
     };
-    super::sweep::every(SWEEP_EVERY, &stop, "the outbox sweep", pass).await;
+    crate::lifecycle::sweep::every(SWEEP_EVERY, &stop, "the outbox sweep", pass).await;
 }

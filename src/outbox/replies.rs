@@ -14,7 +14,7 @@ use sqlx::PgPool;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::outbox::SWEEP_EVERY;
+use super::SWEEP_EVERY;
 use crate::amqp::Publisher;
 use crate::store;
 

@@ -8,18 +8,19 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::conversations::{self, Admission};
 use super::deps::WorkerDeps;
-use super::events::EventLog;
-use super::intake::{Rejection, TaskSpec, parse_task};
-use super::interrupt::Stops;
-use super::running::RunningTasks;
 use super::task_run::{RunEnd, Taken, TaskRun};
-use super::{outbox, unheld};
 use crate::contract::events::{EventData, ResumeReason, TaskResumed, TaskStarted};
+use crate::contract::intake::{Rejection, TaskSpec, parse_task};
 use crate::core::budget::Budget;
 use crate::core::machine::{Machine, TaskInfo};
 use crate::core::storable;
+use crate::lifecycle::conversations::{self, Admission};
+use crate::lifecycle::interrupt::Stops;
+use crate::lifecycle::running::RunningTasks;
+use crate::lifecycle::unheld;
+use crate::outbox;
+use crate::outbox::events::EventLog;
 use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{Claim, NewTask, ResumePoint};
 use crate::store::{self, agents::Agent};
@@ -225,18 +226,18 @@ async fn run(
         RunEnd::Finished(_) => {
             deps.replies.ended(spec.task_id);
             conversations::turn_ended(deps, spec.conversation_id).await;
-            super::delegation::task_ended(deps, spec.task_id).await;
+            crate::lifecycle::delegation::task_ended(deps, spec.task_id).await;
             Ok(Handled::Finished)
         }
         RunEnd::Waiting => {
-            super::control::apply_late(deps, running, spec.task_id, &stops).await;
+            crate::lifecycle::control::apply_late(deps, running, spec.task_id, &stops).await;
             Ok(Handled::Finished)
         }
         RunEnd::Released => {
             let confirmed = task_run.confirmed.get();
             store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, confirmed)
                 .await?;
-            super::control::apply_late(deps, running, spec.task_id, &stops).await;
+            crate::lifecycle::control::apply_late(deps, running, spec.task_id, &stops).await;
             Ok(Handled::Released)
         }
     }
@@ -358,7 +359,8 @@ fn budget_of(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> Result<Option
     let budget = match (&spec.budget, &agent.budget) {
         (Some(budget), _) => budget.clone(),
         (None, None) => return Ok(None),
-        (None, Some(stored)) => match super::intake::parse_budget(Some(stored.0.clone())) {
+        (None, Some(stored)) => match crate::contract::intake::parse_budget(Some(stored.0.clone()))
+        {
             Ok(Some(budget)) => budget,
             Ok(None) => return Ok(None),
             Err(problem) => return Err(format!("the agent's {problem}")),
@@ -444,7 +446,7 @@ async fn resume(
         None => ResumeReason::Recovered,
         Some((why, budget)) => {
             if let Some(budget) = budget {
-                match super::intake::parse_budget(Some(budget.clone())) {
+                match crate::contract::intake::parse_budget(Some(budget.clone())) {
                     Ok(Some(budget)) => machine.replace_budget(budget),
                     Ok(None) => {}
                     Err(problem) => tracing::warn!(%problem, "resume budget ignored"),

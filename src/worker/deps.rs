@@ -9,14 +9,14 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::committer::Committer;
-use super::outbox::ConfirmedMarks;
-use super::replies::Replies;
 use crate::amqp::Publisher;
 use crate::config::AmqpSettings;
 use crate::core::budget::Price;
 use crate::core::limits::Limits;
 use crate::core::prompt::PromptTemplate;
 use crate::core::retry::RetryPolicy;
+use crate::outbox::ConfirmedMarks;
+use crate::outbox::replies::Replies;
 use crate::ports::Llm;
 use crate::tools::ToolRegistry;
 

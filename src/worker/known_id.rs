@@ -8,7 +8,7 @@
 
 use uuid::Uuid;
 
-use super::intake::TaskSpec;
+use crate::contract::intake::TaskSpec;
 use crate::core::bounded;
 use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{self, Origin};

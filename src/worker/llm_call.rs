@@ -16,7 +16,6 @@ use tokio::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::interrupt::Interrupt;
 use super::llm_deltas::DeltaBudget;
 use super::task_run::TaskRun;
 use crate::contract::events::{EventData, LlmRetry};
@@ -25,6 +24,7 @@ use crate::core::rate_limit::{RateLimit, estimate_tokens, limit_for};
 use crate::core::retry::{ErrorClass, RetryDecision};
 use crate::core::storable;
 use crate::core::types::LlmReply;
+use crate::lifecycle::interrupt::Interrupt;
 use crate::ports::{LlmError, LlmRequest};
 use crate::store::trace::LlmCallRow;
 

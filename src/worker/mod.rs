@@ -3,33 +3,19 @@
 //! each message by rule. `run(settings, shutdown)` is the whole worker; tests pass their own
 //! shutdown token.
 
-pub mod approvals;
 pub mod deps;
-pub mod events;
-pub mod intake;
-pub mod interrupt;
-pub mod outbox;
-pub mod resolutions;
+pub mod sidecars;
 
 mod committer;
-mod control;
-mod conversations;
-mod deaths;
-mod delegation;
 mod delivery;
 mod known_id;
 mod llm_call;
 mod llm_deltas;
 mod llm_record;
-mod reconcile;
-mod replies;
-mod running;
 mod step_commit;
-mod sweep;
 mod task_run;
 mod tool_calls;
 mod tool_plan;
-pub mod unheld;
 mod unknown;
 mod unstored;
 
@@ -50,12 +36,14 @@ use crate::amqp;
 use crate::amqp::subscriber::Next;
 use crate::config::Settings;
 use crate::core::prompt::PromptTemplate;
+pub use crate::lifecycle::running::RunningTasks;
+use crate::lifecycle::{approvals, control, conversations, deaths, delegation, reconcile};
 use crate::llm::OpenAiClient;
+use crate::outbox;
 use crate::store::replies::ReplyRoute;
 use crate::tools::ToolRegistry;
 pub use delivery::{Disposition, Handled, disposition};
 pub use deps::WorkerDeps;
-pub use running::RunningTasks;
 
 /// Builds the worker's dependencies from settings: database (created and migrated), broker
 /// (topology declared), LLM client, tools and prompt.
@@ -67,7 +55,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
     let llm = OpenAiClient::new(&settings.llm.client_settings())?;
     let marks = outbox::ConfirmedMarks::start(pool.clone());
     let committer = committer::Committer::start(pool.clone());
-    let replies = replies::Replies::start(pool.clone(), publisher.clone());
+    let replies = outbox::replies::Replies::start(pool.clone(), publisher.clone());
     let priced: Vec<String> = settings.prices.keys().cloned().collect();
     let buckets: Vec<String> = settings
         .llm
@@ -114,7 +102,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let (telemetry, exporter) = crate::otel::Telemetry::start(&settings.otel)?;
     let mut deps = connect(&settings).await?;
     deps.telemetry = telemetry;
-    let _sidecars = crate::ops::start(&settings, &deps, &shutdown).await?;
+    let _sidecars = sidecars::start(&settings, &deps, &shutdown).await?;
     let publisher = deps.publisher.clone();
     let broker = Arc::clone(publisher.broker());
     serve(deps, &settings, shutdown).await;

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use sqlx::PgPool;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::deps::WorkerDeps;
 use crate::config::{RetentionSettings, Settings};
 use crate::metrics::server::{self, Readiness};
 use crate::store::prune::{self, PruneRequest};
-use crate::worker::WorkerDeps;
 
 /// The running sidecars; dropping this stops them.
 pub struct Sidecars {

@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use super::committer::Committer;
 use super::deps::WorkerDeps;
-use super::events::{Encoded, Outbound};
+use crate::outbox::events::{Encoded, Outbound};
 use crate::store::{
     self,
     step::{StepRefused, StepWrite},

@@ -15,16 +15,16 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::deps::WorkerDeps;
-use super::events::EventLog;
-use super::interrupt::{Interrupt, Stops};
 use super::llm_call::LlmEnd::{Done, TimedOut};
-use super::outbox::SWEEP_GRACE;
 use super::step_commit::{Confirmed, StepCommit};
 use super::tool_calls::ToolsEnd;
 use crate::contract::events::{EventData, InputInjected};
 use crate::core::approval::ApprovalPolicy;
 use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord, WaitReason};
 use crate::core::types::ToolSpec;
+use crate::lifecycle::interrupt::{Interrupt, Stops};
+use crate::outbox::SWEEP_GRACE;
+use crate::outbox::events::EventLog;
 use crate::store::step::{Finish, Progress, StartedCall, StepWrite, ToolMeta, Totals};
 use crate::store::{agents::Agent, trace::LlmCallRow};
 
@@ -131,7 +131,7 @@ impl<'a> TaskRun<'a> {
         let mut tool_specs = deps.tools.shared_specs_for(granted.as_deref());
         if !delegates.is_empty() {
             let mut specs = tool_specs.to_vec();
-            specs.push(super::delegation::delegate_spec(&delegates));
+            specs.push(crate::lifecycle::delegation::delegate_spec(&delegates));
             tool_specs = specs.into();
         }
         Self {
@@ -258,7 +258,7 @@ impl<'a> TaskRun<'a> {
                                 .and_then(|b| serde_json::to_value(b).ok());
                             self.commit_wait(WaitReason::Child, Vec::new()).await?;
                             let (deps, task_id) = (self.deps, self.task_id());
-                            super::delegation::spawn_children(
+                            crate::lifecycle::delegation::spawn_children(
                                 deps,
                                 task_id,
                                 &pending,

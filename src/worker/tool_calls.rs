@@ -32,13 +32,13 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::deps::WorkerDeps;
-use super::interrupt::Interrupt;
 use super::task_run::TaskRun;
 use super::tool_plan::{Plan, parsed, plan_calls, started_rows};
 use crate::contract::events::{ApprovalRequested, EventData, ToolCompleted, ToolStarted};
 use crate::core::approval::{self, Decided};
 use crate::core::inbound;
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolEffect};
+use crate::lifecycle::interrupt::Interrupt;
 use crate::ports::ToolCallContext;
 use crate::store::ledger::{CallOutcome, LedgerRow};
 use crate::store::step::{StartedCall, ToolMeta};
@@ -60,7 +60,7 @@ pub enum ToolsEnd {
     AwaitingApproval(Vec<String>),
     /// Delegate calls wait for their children: nothing ran; the caller commits the task
     /// `waiting` and starts the children.
-    AwaitingChildren(Vec<super::delegation::Pending>),
+    AwaitingChildren(Vec<crate::lifecycle::delegation::Pending>),
     /// Calls whose outcome is unknown (these ids) are held for a person (`on_unknown` =
     /// `hold`, CONTRACT §14): nothing ran; the caller commits the task `waiting`.
     AwaitingResolution(Vec<String>),
@@ -110,12 +110,16 @@ impl TaskRun<'_> {
             calls, mut decided, ..
         } = gate;
         let calls = calls.as_slice();
-        if calls.iter().any(|c| c.name == super::delegation::DELEGATE) {
+        if calls
+            .iter()
+            .any(|c| c.name == crate::lifecycle::delegation::DELEGATE)
+        {
             let children = match resumed {
                 true => crate::store::children::of_parent(&self.deps.pool, self.task_id()).await?,
                 false => Vec::new(),
             };
-            let delegations = super::delegation::sort_calls(calls, &self.delegates, &children);
+            let delegations =
+                crate::lifecycle::delegation::sort_calls(calls, &self.delegates, &children);
             if !delegations.pending.is_empty() {
                 return Ok(ToolsEnd::AwaitingChildren(delegations.pending));
             }

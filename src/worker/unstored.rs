@@ -11,11 +11,11 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::task_run::{RunEnd, TaskRun};
-use super::unheld::{self, Sink};
 use crate::contract::events::{EventData, TaskFailed};
 use crate::core::limits::trim_text;
 use crate::core::machine::{FailReason, Outcome};
 use crate::core::storable;
+use crate::lifecycle::unheld::{self, Sink};
 use crate::store::{self, step::StepRefused, tasks::status, unheld::Ending};
 
 /// The task's error is cut to this many characters (the database's message may be long).

@@ -5,8 +5,8 @@
 //! of the missed ones, `all` runs each.
 
 use agentd::core::approval::{Decision, DecisionKind};
-use agentd::worker::approvals::decide;
-use agentd::worker::unheld::Sink;
+use agentd::lifecycle::approvals::decide;
+use agentd::lifecycle::unheld::Sink;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde_json::json;
 use support::fake_llm::{answer_reply, call_tool_reply};

@@ -15,9 +15,9 @@ use crate::core::approval::{Decision, DecisionKind};
 use crate::gateway::AppState;
 use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::lifecycle::approvals::{Decided, decide_verified};
+use crate::lifecycle::unheld::Sink;
 use crate::store::approvals::{self, ApprovalRow};
-use crate::worker::approvals::{Decided, decide_verified};
-use crate::worker::unheld::Sink;
 
 /// Body of `POST /v1/tasks/{task_id}/approvals/{tool_call_id}`.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -15,9 +15,9 @@ use crate::core::unknown::{Resolution, ResolveOutcome};
 use crate::gateway::AppState;
 use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::lifecycle::resolutions::{Outcome, resolve_verified};
+use crate::lifecycle::unheld::Sink;
 use crate::store::operator_actions::{self, HeldCall};
-use crate::worker::resolutions::{Outcome, resolve_verified};
-use crate::worker::unheld::Sink;
 
 /// Body of `POST /v1/tasks/{task_id}/tool_calls/{tool_call_id}/resolve`.
 #[derive(Debug, Deserialize, ToSchema)]

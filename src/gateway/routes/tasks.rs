@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use crate::cancel::CancelResult;
 use crate::contract::TaskMessage;
 use crate::core::storable;
 use crate::gateway::AppState;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
+use crate::lifecycle::cancel::CancelResult;
 use crate::store::tasks::{NewTask, TaskRow, status};
 use crate::store::trace::{LlmCallRecord, RecursionRow, ToolCallRow};
 use crate::store::{self};
@@ -117,7 +117,7 @@ impl CreateTask {
             ));
         }
         let budget = serde_json::to_value(&self.budget).unwrap_or_default();
-        if let Err(problem) = crate::worker::intake::parse_budget(Some(budget)) {
+        if let Err(problem) = crate::contract::intake::parse_budget(Some(budget)) {
             return Err(ApiError::invalid_body(problem));
         }
         Ok(())
@@ -378,10 +378,14 @@ pub async fn cancel_task(
             format!("task {task_id} has already ended ({})", task.status),
         ));
     }
-    let result =
-        crate::cancel::cancel_task(state.pool(), state.publisher(), state.settings(), task_id)
-            .await
-            .map_err(|err| ApiError::from_failure(&err))?;
+    let result = crate::lifecycle::cancel::cancel_task(
+        state.pool(),
+        state.publisher(),
+        state.settings(),
+        task_id,
+    )
+    .await
+    .map_err(|err| ApiError::from_failure(&err))?;
     let (code, outcome) = match result {
         CancelResult::CancelledBeforeStart => (StatusCode::OK, "cancelled"),
         CancelResult::CancelSent => (StatusCode::ACCEPTED, "cancel_sent"),

@@ -31,13 +31,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::deps::WorkerDeps;
 use super::running::RunningTasks;
 use super::unheld::{self, Sink};
 use crate::amqp::subscriber::Next;
 use crate::amqp::{self, Broker, signing};
 use crate::contract::ControlMessage;
 use crate::core::bounded;
+use crate::worker::WorkerDeps;
 use verify::Received;
 
 /// Control messages handled at once from the shared queue.
@@ -286,7 +286,7 @@ async fn apply(
 /// still registered here, so the message was handed to it and not to the database). Once
 /// the task is out of `running`, each is applied as for a task this worker does not run;
 /// one that cannot be applied now goes back to the pending queue to be retried.
-pub(super) async fn apply_late(
+pub async fn apply_late(
     deps: &WorkerDeps,
     running: &RunningTasks,
     task_id: Uuid,

@@ -17,9 +17,9 @@ use super::{PENDING_PREFETCH, RETRY_PAUSE, apply, next, verify};
 use crate::amqp;
 use crate::contract::ControlMessage;
 use crate::core::bounded;
+use crate::lifecycle::running::RunningTasks;
 use crate::store::transient::sqlx_transient;
-use crate::worker::deps::WorkerDeps;
-use crate::worker::running::RunningTasks;
+use crate::worker::WorkerDeps;
 
 /// Consumes the pending queue until shutdown (`Ok`) or until the channel fails.
 pub(super) async fn listen(
@@ -117,14 +117,14 @@ async fn try_apply(
 
 /// Whether applying a control message failed for a reason that will not go away: the
 /// database answered and refused the statement (an encoding, a constraint), or the task
-/// cannot take the message (see [`crate::worker::approvals::Unresumable`]). A database that
+/// cannot take the message (see [`crate::lifecycle::approvals::Unresumable`]). A database that
 /// is away, or a broker, may come back: those are tried again.
 pub(super) fn is_permanent(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         if let Some(db) = cause.downcast_ref::<sqlx::Error>() {
             return !sqlx_transient(db) && !matches!(db, sqlx::Error::PoolClosed);
         }
-        cause.is::<crate::worker::approvals::Unresumable>()
+        cause.is::<crate::lifecycle::approvals::Unresumable>()
     })
 }
 
@@ -159,7 +159,7 @@ mod tests {
         assert!(is_permanent(
             &anyhow::Error::new(decode).context("applying")
         ));
-        let unresumable = crate::worker::approvals::Unresumable(uuid::Uuid::nil());
+        let unresumable = crate::lifecycle::approvals::Unresumable(uuid::Uuid::nil());
         assert!(is_permanent(&anyhow::Error::new(unresumable)));
     }
 }

@@ -12,12 +12,12 @@
 
 use lapin::message::Delivery;
 
-use super::super::deps::WorkerDeps;
 use crate::amqp::signing::signature_of;
 use crate::config::Signer;
 use crate::contract::ControlMessage;
 use crate::core::bounded;
 use crate::core::signing::{self, Rejection};
+use crate::worker::WorkerDeps;
 
 /// A control message that passed the signature check, with the key that signed it (`None`
 /// when signing is off).
