@@ -15,12 +15,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::Fleet;
 use super::unheld::{self, Sink, store_events};
 use crate::amqp::Publisher;
 use crate::contract::events::{EventData, TaskWaiting};
 use crate::core::machine::WaitReason;
 use crate::store::{agents::Agent, conversations};
-use crate::worker::WorkerDeps;
 
 /// How often a worker looks for parked turns of idle conversations.
 const SWEEP_PERIOD: Duration = Duration::from_secs(2);
@@ -54,7 +54,7 @@ pub struct Turn {
 /// Admits the turn (held by this worker): a turn admitted before (resumed after its worker
 /// died) goes on. A shutdown during the settle wait admits nothing: the task is released.
 pub async fn admit(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     turn: Turn,
     agent: &Agent,
     shutdown: &CancellationToken,
@@ -73,7 +73,7 @@ pub async fn admit(
             () = tokio::time::sleep_until(until) => {}
         }
     }
-    let mut tx = deps.pool.begin().await?;
+    let mut tx = fleet.pool.begin().await?;
     conversations::lock(&mut tx, conversation_id).await?;
     // A conversation belongs to one agent and tenant (CONTRACT v3 §15): another's turn is
     // rejected before it sees anything of it. Tasks carry no tenant yet: `default`.
@@ -83,7 +83,7 @@ pub async fn admit(
     if let Some(reason) = foreign_turn(conversation_id, &owner, agent.agent_id, tenant) {
         tx.commit().await?;
         tracing::warn!(%task_id, %conversation_id, %reason, "turn of another agent or tenant rejected");
-        unheld::reject_taken(deps, task_id, Some(agent.agent_id), &reason).await?;
+        unheld::reject_taken(fleet, task_id, Some(agent.agent_id), &reason).await?;
         return Ok(Admission::Rejected(reason));
     }
     if conversations::admitted(&mut tx, task_id).await? {
@@ -101,10 +101,10 @@ pub async fn admit(
             "conversation {conversation_id} has a turn in progress or not ended yet ({blocker}) \
              and the agent's conversation_policy is reject"
         );
-        unheld::reject_taken(deps, task_id, Some(agent.agent_id), &reason).await?;
+        unheld::reject_taken(fleet, task_id, Some(agent.agent_id), &reason).await?;
         return Ok(Admission::Rejected(reason));
     }
-    if conversations::park(&mut tx, task_id, deps.worker_id)
+    if conversations::park(&mut tx, task_id, fleet.worker_id)
         .await?
         .is_none()
     {
@@ -117,7 +117,7 @@ pub async fn admit(
         reason: WaitReason::Conversation,
         tool_call_ids: Vec::new(),
     });
-    let sink = Sink::of(deps);
+    let sink = Sink::of(fleet);
     store_events(sink, tx, task_id, Some(agent.agent_id), 0, vec![waiting]).await?;
     Ok(Admission::Parked)
 }
@@ -173,12 +173,12 @@ pub async fn free_next(
 }
 
 /// After a turn ended here: frees the next one (the sweep retries if this fails).
-pub async fn turn_ended(deps: &WorkerDeps, conversation_id: Option<Uuid>) {
+pub async fn turn_ended(fleet: &Fleet, conversation_id: Option<Uuid>) {
     let Some(conversation_id) = conversation_id else {
         return;
     };
-    let (pool, publisher) = (&deps.pool, &deps.publisher);
-    if let Err(err) = free_next(pool, publisher, &deps.names.tasks_queue, conversation_id).await {
+    let (pool, publisher) = (&fleet.pool, &fleet.publisher);
+    if let Err(err) = free_next(pool, publisher, &fleet.names.tasks_queue, conversation_id).await {
         tracing::warn!(%conversation_id, error = %format!("{err:#}"), "next turn not freed yet");
     }
 }

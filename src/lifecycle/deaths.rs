@@ -14,25 +14,25 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::Fleet;
 use super::control::{Holder, alive_holder};
 use super::unheld::{self, Sink};
 use crate::amqp;
 use crate::amqp::subscriber::Next;
-use crate::worker::WorkerDeps;
 
 /// Dead letters handled at once.
 const PREFETCH: u16 = 8;
 
 /// Consumes the deaths queue until `shutdown`, reconnecting when the broker is lost.
 pub fn spawn(
-    deps: Arc<WorkerDeps>,
+    fleet: Arc<Fleet>,
     max_deliveries: u32,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let broker = Arc::clone(deps.publisher.broker());
+        let broker = Arc::clone(fleet.publisher.broker());
         while let Some(channel) = broker.channel_with_retry(&shutdown).await {
-            match listen(&deps, &channel, max_deliveries, &shutdown).await {
+            match listen(&fleet, &channel, max_deliveries, &shutdown).await {
                 Ok(()) => return amqp::broker::close_channel(&channel).await,
                 Err(err) => {
                     tracing::warn!(error = %format!("{err:#}"), "deaths consumer lost; reconnecting")
@@ -43,12 +43,12 @@ pub fn spawn(
 }
 
 async fn listen(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     channel: &lapin::Channel,
     max_deliveries: u32,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let queue = &deps.names.deaths_queue;
+    let queue = &fleet.names.deaths_queue;
     let mut consumer = amqp::subscriber::consume_durable(channel, queue, PREFETCH).await?;
     loop {
         let next = tokio::select! {
@@ -61,7 +61,7 @@ async fn listen(
         };
         let settled = match task_of(&delivery.data) {
             None => delivery.acker.ack(BasicAckOptions::default()).await,
-            Some(task_id) => match end(deps, task_id, max_deliveries).await {
+            Some(task_id) => match end(fleet, task_id, max_deliveries).await {
                 Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
                 Err(err) => {
                     tracing::warn!(%task_id, error = %format!("{err:#}"),
@@ -85,15 +85,15 @@ fn task_of(body: &[u8]) -> Option<Uuid> {
     message.get("task_id")?.as_str()?.parse().ok()
 }
 
-async fn end(deps: &WorkerDeps, task_id: Uuid, max_deliveries: u32) -> anyhow::Result<()> {
-    let dead_owner = match alive_holder(deps, task_id).await? {
+async fn end(fleet: &Fleet, task_id: Uuid, max_deliveries: u32) -> anyhow::Result<()> {
+    let dead_owner = match alive_holder(fleet, task_id).await? {
         Holder::Me | Holder::Other(_) => {
             tracing::info!(%task_id, "task message dead-lettered while a live worker runs it");
             return Ok(());
         }
         Holder::Nobody(owner) => owner,
     };
-    let sink = Sink::of(deps);
+    let sink = Sink::of(fleet);
     if unheld::end_by_delivery_limit(sink, task_id, dead_owner, max_deliveries).await? {
         tracing::warn!(%task_id, "task ended: its message was dead-lettered (delivery limit)");
     }

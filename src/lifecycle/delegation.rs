@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::Fleet;
 use super::cancel::send_control_signed;
 use crate::amqp::Publisher;
 use crate::contract::control::Cancel;
@@ -26,7 +27,6 @@ use crate::contract::{ControlMessage, TaskMessage};
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolSpec};
 use crate::store::children::{self, Child, NewChild};
 use crate::store::tasks::status;
-use crate::worker::WorkerDeps;
 
 /// The built-in tool's name.
 pub const DELEGATE: &str = "delegate";
@@ -195,7 +195,7 @@ pub fn sort_calls(
 /// Records and enqueues the children of a parent that has just been committed `waiting`
 /// (reason child). A child recorded before (a resume that waits again) is not enqueued again.
 pub async fn spawn_children(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     parent: Uuid,
     pending: &[Pending],
     stream: bool,
@@ -212,7 +212,7 @@ pub async fn spawn_children(
             stream,
             budget: budget.clone(),
         };
-        let task_id = children::record(&deps.pool, &child).await?;
+        let task_id = children::record(&fleet.pool, &child).await?;
         if task_id != new_id {
             continue;
         }
@@ -228,8 +228,9 @@ pub async fn spawn_children(
             channel: None,
         };
         // If this fails, the reconciler enqueues the pending child later.
-        deps.publisher
-            .publish_task(&deps.names.tasks_queue, &serde_json::to_vec(&message)?)
+        fleet
+            .publisher
+            .publish_task(&fleet.names.tasks_queue, &serde_json::to_vec(&message)?)
             .await?;
         tracing::info!(%parent, child = %task_id, agent = %call.agent_id, "task delegated");
     }
@@ -237,11 +238,17 @@ pub async fn spawn_children(
 }
 
 /// After a task ended here: frees its parent if this was its last running child.
-pub async fn task_ended(deps: &WorkerDeps, task_id: Uuid) {
+pub async fn task_ended(fleet: &Fleet, task_id: Uuid) {
     let freed = async {
-        match children::parent_of(&deps.pool, task_id).await? {
+        match children::parent_of(&fleet.pool, task_id).await? {
             Some(parent) => {
-                free_parent(&deps.pool, &deps.publisher, &deps.names.tasks_queue, parent).await
+                free_parent(
+                    &fleet.pool,
+                    &fleet.publisher,
+                    &fleet.names.tasks_queue,
+                    parent,
+                )
+                .await
             }
             None => Ok(false),
         }
@@ -278,10 +285,10 @@ pub async fn free_parent(
 
 /// Cancels the children of a cancelled parent that have not ended (each the way any
 /// cancel goes: a control message, so a child running anywhere stops within a second).
-pub async fn cancel_children(deps: &WorkerDeps, parent: Uuid) -> anyhow::Result<()> {
-    for child in children::running_children(&deps.pool, parent).await? {
+pub async fn cancel_children(fleet: &Fleet, parent: Uuid) -> anyhow::Result<()> {
+    for child in children::running_children(&fleet.pool, parent).await? {
         let cancel = ControlMessage::Cancel(Cancel { task_id: child });
-        send_control_signed(&deps.publisher, &deps.names, &deps.control, &cancel).await?;
+        send_control_signed(&fleet.publisher, &fleet.names, &fleet.control, &cancel).await?;
         tracing::info!(%parent, %child, "child cancelled with its parent");
     }
     Ok(())

@@ -28,3 +28,88 @@ pub mod resolutions;
 pub mod running;
 pub mod sweep;
 pub mod unheld;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::amqp::Publisher;
+use crate::config::{AmqpSettings, ControlSettings, Settings};
+use running::RunningTasks;
+
+/// What a task's life between runs needs of the worker it happens in: the database and the
+/// broker every worker of the fleet shares, the topology's names, this worker's id (in task
+/// leases and its control queue) and the fleet's control keys. The run's own dependencies
+/// (`worker::WorkerDeps`) hold one.
+#[derive(Clone)]
+pub struct Fleet {
+    pub pool: PgPool,
+    pub publisher: Publisher,
+    pub names: AmqpSettings,
+    /// This worker process's identity in task leases.
+    pub worker_id: Uuid,
+    /// `[control]`: the keys control messages are signed with (CONTRACT v3 §15).
+    pub control: Arc<ControlSettings>,
+}
+
+/// Starts the loops every worker runs beside its consumer for the tasks no run holds: the
+/// two control consumers, dead letters, the reconciler, the outbox, conversation,
+/// delegation and tombstone sweeps, and the approval expiry pass. They end at `shutdown`.
+/// A new loop is one more line here.
+pub fn spawn(
+    fleet: &Fleet,
+    settings: &Settings,
+    running: &RunningTasks,
+    shutdown: &CancellationToken,
+) -> Vec<JoinHandle<()>> {
+    let shared = Arc::new(fleet.clone());
+    let (pool, publisher, names) = (&fleet.pool, &fleet.publisher, &fleet.names);
+    let mut loops = control::spawn(Arc::clone(&shared), running.clone(), shutdown.clone());
+    loops.push(deaths::spawn(
+        shared,
+        settings.worker.max_deliveries,
+        shutdown.clone(),
+    ));
+    loops.push(reconcile::spawn(
+        pool.clone(),
+        publisher.clone(),
+        names.tasks_queue.clone(),
+        Duration::from_secs_f64(settings.worker.orphan_after_secs),
+        shutdown.clone(),
+    ));
+    loops.push(sweep::spawn_outbox(
+        pool.clone(),
+        publisher.clone(),
+        names.events_exchange.clone(),
+        shutdown.clone(),
+    ));
+    loops.push(conversations::spawn_sweep(
+        pool.clone(),
+        publisher.clone(),
+        names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
+    loops.push(delegation::spawn_sweep(
+        pool.clone(),
+        publisher.clone(),
+        names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
+    loops.push(control::spawn_tombstone_sweep(
+        pool.clone(),
+        settings.control.tombstone_secs,
+        shutdown.clone(),
+    ));
+    loops.push(approvals::spawn_expiry(
+        pool.clone(),
+        publisher.clone(),
+        names.events_exchange.clone(),
+        names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
+    loops
+}

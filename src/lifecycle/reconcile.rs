@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use uuid::Uuid;
 
+use super::Fleet;
 use crate::amqp::Publisher;
 use crate::contract::TaskMessage;
 use crate::core::budget::Budget;
 use crate::store::{self, reconcile::Orphan};
-use crate::worker::WorkerDeps;
 
 /// Orphans re-enqueued per round.
 const BATCH: i64 = 200;
@@ -82,11 +82,11 @@ pub async fn reconcile_once(
 /// transaction: the message's claim waits on the row until the commit. Returns whether
 /// the task waited for that.
 pub async fn resume_waiting(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     task_id: Uuid,
     budget: Option<&Budget>,
 ) -> anyhow::Result<bool> {
-    let mut tx = deps.pool.begin().await?;
+    let mut tx = fleet.pool.begin().await?;
     let Some(task) = store::unheld::resume_waiting(&mut tx, task_id, budget).await? else {
         tx.rollback().await?;
         return Ok(false);
@@ -96,8 +96,9 @@ pub async fn resume_waiting(
         anyhow::bail!("task {task_id} has no agent or input to resume with");
     };
     let body = serde_json::to_vec(&message)?;
-    deps.publisher
-        .publish_task(&deps.names.tasks_queue, &body)
+    fleet
+        .publisher
+        .publish_task(&fleet.names.tasks_queue, &body)
         .await?;
     tx.commit().await?;
     Ok(true)

@@ -7,7 +7,12 @@
 use std::future::Future;
 use std::time::Duration;
 
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+use crate::amqp::Publisher;
+use crate::outbox;
 
 /// Runs `pass` every `period` until `stop`; `what` names the pass in the log.
 pub async fn every<F, Fut>(
@@ -32,6 +37,24 @@ pub async fn every<F, Fut>(
             tracing::warn!(error = %format!("{err:#}"), "{what} failed; trying again later");
         }
     }
+}
+
+/// The outbox sweep every [`outbox::SWEEP_EVERY`] until `stop`: what a worker stored and
+/// nobody confirmed (it died) is published ([`outbox::sweep_once`]).
+pub fn spawn_outbox(
+    pool: PgPool,
+    publisher: Publisher,
+    exchange: String,
+    stop: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let (pool, publisher, exchange) = (&pool, &publisher, exchange.as_str());
+        let pass = move || async move {
+            outbox::sweep_once(pool, publisher, exchange).await?;
+            Ok(())
+        };
+        every(outbox::SWEEP_EVERY, &stop, "the outbox sweep", pass).await;
+    })
 }
 
 #[cfg(test)]

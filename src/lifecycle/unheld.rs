@@ -7,6 +7,7 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::Fleet;
 use crate::amqp::Publisher;
 use crate::contract::events::{EventData, InputInjected, TaskCancelled, TaskFailed};
 use crate::contract::intake::Rejection;
@@ -17,7 +18,6 @@ use crate::store;
 use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{NewTask, status};
 use crate::store::unheld::Ending;
-use crate::worker::WorkerDeps;
 
 /// Where an unheld task's terminal event goes.
 #[derive(Clone, Copy)]
@@ -29,11 +29,11 @@ pub struct Sink<'a> {
 
 impl<'a> Sink<'a> {
     /// The worker's own sink.
-    pub fn of(deps: &'a WorkerDeps) -> Self {
+    pub fn of(fleet: &'a Fleet) -> Self {
         Self {
-            pool: &deps.pool,
-            publisher: &deps.publisher,
-            exchange: &deps.names.events_exchange,
+            pool: &fleet.pool,
+            publisher: &fleet.publisher,
+            exchange: &fleet.names.events_exchange,
         }
     }
 }
@@ -41,7 +41,7 @@ impl<'a> Sink<'a> {
 /// Records a rejected message as the task's end (`rejected`, with `task.failed`) when its
 /// task id is known and the task had not started or ended already.
 pub async fn reject(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     rejection: &Rejection,
     reply: Option<&ReplyRoute>,
 ) -> anyhow::Result<()> {
@@ -58,7 +58,7 @@ pub async fn reject(
         reply,
         received_at: None,
     };
-    let sink = Sink::of(deps);
+    let sink = Sink::of(fleet);
     let mut tx = sink.pool.begin().await?;
     if !store::tasks::insert_rejected(&mut tx, &task, &rejection.reason).await? {
         // The task started or ended already: this message is a bad duplicate. (Ending the
@@ -107,7 +107,7 @@ pub async fn inject_unheld(
 /// Ends a task the caller recorded and holds, before anything ran, as `rejected` with
 /// `task.failed` (reason rejected).
 pub async fn reject_taken(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     task_id: Uuid,
     agent_id: Option<Uuid>,
     reason: &str,
@@ -117,9 +117,9 @@ pub async fn reject_taken(
         fail_reason: Some(FailReason::Rejected.as_str()),
         error: Some(reason),
     };
-    let sink = Sink::of(deps);
+    let sink = Sink::of(fleet);
     let mut tx = sink.pool.begin().await?;
-    let owner = Some(deps.worker_id);
+    let owner = Some(fleet.worker_id);
     if store::unheld::end_unheld(&mut tx, task_id, owner, ending)
         .await?
         .is_none()

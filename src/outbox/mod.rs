@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::amqp::Publisher;
@@ -144,19 +143,4 @@ pub async fn sweep_once(
         tracing::info!(tasks = tasks.len(), "published stranded events");
     }
     Ok(tasks.len())
-}
-
-/// Sweeps every [`SWEEP_EVERY`] until `stop`.
-pub async fn sweep_loop(
-    pool: PgPool,
-    publisher: Publisher,
-    exchange: String,
-    stop: CancellationToken,
-) {
-    let (pool, publisher, exchange) = (&pool, &publisher, exchange.as_str());
-    let pass = move || async move {
-        sweep_once(pool, publisher, exchange).await?;
-        Ok(())
-    };
-    crate::lifecycle::sweep::every(SWEEP_EVERY, &stop, "the outbox sweep", pass).await;
 }

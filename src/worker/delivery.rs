@@ -103,7 +103,9 @@ pub async fn handle(
         // the next delivery takes it up at once and, once the broker dead-letters a message
         // that keeps failing (delivery limit), the deaths consumer ends the task instead of
         // taking it for one a live worker runs.
-        let _ = store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await;
+        let _ =
+            store::tasks::release_lease(&deps.fleet.pool, spec.task_id, deps.fleet.worker_id, 0)
+                .await;
         // A database outage is waited out here rather than by requeueing, which would spend
         // the message's deliveries (x-delivery-limit) on an outage.
         if !store::transient::is_transient(&err) || shutdown.is_cancelled() {
@@ -130,12 +132,16 @@ async fn run(
         received_at: Some(arrival.at),
         ..new_task(spec)
     };
-    let (owner, lease) = (deps.worker_id, deps.lease_secs);
+    let (owner, lease) = (deps.fleet.worker_id, deps.lease_secs);
     let budget = spec.budget.as_ref();
     // The version is chosen once (CONTRACT §11): a row pinned already keeps its own.
-    let chosen =
-        store::versions::choose_for_task(&deps.pool, spec.agent_id, spec.task_id, &spec.requested)
-            .await?;
+    let chosen = store::versions::choose_for_task(
+        &deps.fleet.pool,
+        spec.agent_id,
+        spec.task_id,
+        &spec.requested,
+    )
+    .await?;
     let version = match chosen {
         // None: no such agent; the lookup below finds none and rejects the task as unknown.
         Ok(version) => version,
@@ -151,9 +157,10 @@ async fn run(
         }
     };
     let pinned = (spec.agent_id, version);
-    let intake = store::tasks::take_at(&deps.pool, &new_row, pinned, owner, lease, budget).await?;
+    let intake =
+        store::tasks::take_at(&deps.fleet.pool, &new_row, pinned, owner, lease, budget).await?;
     if !intake.as_ref().is_some_and(|intake| intake.inserted)
-        && let Some(reason) = super::known_id::mismatch(&deps.pool, spec).await?
+        && let Some(reason) = super::known_id::mismatch(&deps.fleet.pool, spec).await?
     {
         // Not this task's message: the stored task is left as it is (not rejected).
         tracing::warn!(task_id = %spec.task_id, %reason, "task message refused");
@@ -172,7 +179,7 @@ async fn run(
     if !inserted && let Some(route) = &spec.reply {
         // The row existed (a producer recorded it, a cancel ended it, or a redelivery):
         // the reply still goes where this message asks.
-        store::replies::record_route(&deps.pool, spec.task_id, route).await?;
+        store::replies::record_route(&deps.fleet.pool, spec.task_id, route).await?;
     }
     if inserted && let Err(reason) = budget_of(deps, spec, &agent) {
         return Ok(reject_taken(deps, spec, reason).await);
@@ -196,12 +203,13 @@ async fn run(
         conversation_id: spec.conversation_id,
         settle,
     };
-    match conversations::admit(deps, turn, &agent, shutdown).await? {
+    match conversations::admit(&deps.fleet, turn, &agent, shutdown).await? {
         Admission::Run => {}
         Admission::Parked => return Ok(Handled::Finished),
         Admission::Released => {
             // Stopping during the settle wait: nothing ran, nothing was published.
-            store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await?;
+            store::tasks::release_lease(&deps.fleet.pool, spec.task_id, deps.fleet.worker_id, 0)
+                .await?;
             return Ok(Handled::Released);
         }
         Admission::Rejected(_) => {
@@ -225,19 +233,24 @@ async fn run(
     match end? {
         RunEnd::Finished(_) => {
             deps.replies.ended(spec.task_id);
-            conversations::turn_ended(deps, spec.conversation_id).await;
-            crate::lifecycle::delegation::task_ended(deps, spec.task_id).await;
+            conversations::turn_ended(&deps.fleet, spec.conversation_id).await;
+            crate::lifecycle::delegation::task_ended(&deps.fleet, spec.task_id).await;
             Ok(Handled::Finished)
         }
         RunEnd::Waiting => {
-            crate::lifecycle::control::apply_late(deps, running, spec.task_id, &stops).await;
+            crate::lifecycle::control::apply_late(&deps.fleet, running, spec.task_id, &stops).await;
             Ok(Handled::Finished)
         }
         RunEnd::Released => {
             let confirmed = task_run.confirmed.get();
-            store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, confirmed)
-                .await?;
-            crate::lifecycle::control::apply_late(deps, running, spec.task_id, &stops).await;
+            store::tasks::release_lease(
+                &deps.fleet.pool,
+                spec.task_id,
+                deps.fleet.worker_id,
+                confirmed,
+            )
+            .await?;
+            crate::lifecycle::control::apply_late(&deps.fleet, running, spec.task_id, &stops).await;
             Ok(Handled::Released)
         }
     }
@@ -262,12 +275,17 @@ async fn take(
 ) -> anyhow::Result<Option<Start>> {
     let poll = Duration::from_secs_f64((deps.lease_secs / 4.0).clamp(0.05, 5.0));
     loop {
-        let claim =
-            store::tasks::claim(&deps.pool, spec.task_id, deps.worker_id, deps.lease_secs).await?;
+        let claim = store::tasks::claim(
+            &deps.fleet.pool,
+            spec.task_id,
+            deps.fleet.worker_id,
+            deps.lease_secs,
+        )
+        .await?;
         match claim {
             Claim::Fresh => {
                 // A turn freed by its conversation has stored `task.waiting` already.
-                let mut conn = deps.pool.acquire().await?;
+                let mut conn = deps.fleet.pool.acquire().await?;
                 let last_seq = store::events::last_seq(&mut conn, spec.task_id).await?;
                 return Ok(Some(Start::Fresh { last_seq }));
             }
@@ -276,11 +294,12 @@ async fn take(
                 tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
                 // A cancel that came first left a tombstone: it found its task, which is
                 // kept from now on like any cancelled one (store::steering).
-                let (pool, input) = (&deps.pool, spec.input.as_str());
+                let (pool, input) = (&deps.fleet.pool, spec.input.as_str());
                 store::steering::adopt_tombstone(pool, spec.task_id, spec.agent_id, input).await?;
                 // Its runner may have died before its last events were confirmed.
-                let (publisher, exchange) = (&deps.publisher, &deps.names.events_exchange);
-                outbox::flush_ended(&deps.pool, publisher, exchange, spec.task_id).await?;
+                let (publisher, exchange) =
+                    (&deps.fleet.publisher, &deps.fleet.names.events_exchange);
+                outbox::flush_ended(&deps.fleet.pool, publisher, exchange, spec.task_id).await?;
                 deps.replies.ended(spec.task_id);
                 return Ok(None);
             }
@@ -320,7 +339,7 @@ async fn task_info(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> sqlx::R
     let conversation = match spec.conversation_id {
         Some(conversation_id) => {
             store::tasks::conversation_turns(
-                &deps.pool,
+                &deps.fleet.pool,
                 conversation_id,
                 spec.task_id,
                 agent.agent_id,
@@ -377,7 +396,7 @@ fn budget_of(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> Result<Option
 /// kept): nothing ran, so `task.failed` (reason rejected) is its only event.
 async fn reject_taken(deps: &WorkerDeps, spec: &TaskSpec, reason: String) -> Handled {
     tracing::warn!(task_id = %spec.task_id, %reason, "task message rejected");
-    let ended = unheld::reject_taken(deps, spec.task_id, Some(spec.agent_id), &reason).await;
+    let ended = unheld::reject_taken(&deps.fleet, spec.task_id, Some(spec.agent_id), &reason).await;
     if let Err(err) = ended {
         tracing::error!(task_id = %spec.task_id, error = %format!("{err:#}"),
             "could not record the rejection");
@@ -416,7 +435,8 @@ async fn resume(
     agent: &Agent,
     point: ResumePoint,
 ) -> anyhow::Result<Taken> {
-    let last_seq = store::events::last_seq(&mut *deps.pool.acquire().await?, spec.task_id).await?;
+    let last_seq =
+        store::events::last_seq(&mut *deps.fleet.pool.acquire().await?, spec.task_id).await?;
     if last_seq == 0 {
         // Nothing published yet: a fork (its machine rebuilt by whoever created it, CONTRACT
         // §10) starts from its checkpoint with `task.started`; anything else from nothing.
@@ -440,7 +460,7 @@ async fn resume(
     };
     tracing::info!(task_id = %spec.task_id, iteration = machine.iteration(), "resuming task");
     let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), last_seq);
-    log.restore(outbox::unconfirmed(&deps.pool, spec.task_id, point.confirmed_seq).await?);
+    log.restore(outbox::unconfirmed(&deps.fleet.pool, spec.task_id, point.confirmed_seq).await?);
     let mut machine = machine;
     let reason = match &point.resumed {
         None => ResumeReason::Recovered,
@@ -487,7 +507,11 @@ fn spawn_heartbeat(
     release: CancellationToken,
 ) -> CancellationToken {
     let stop = CancellationToken::new();
-    let (pool, owner, secs) = (deps.pool.clone(), deps.worker_id, deps.lease_secs);
+    let (pool, owner, secs) = (
+        deps.fleet.pool.clone(),
+        deps.fleet.worker_id,
+        deps.lease_secs,
+    );
     let stop_heartbeat = stop.clone();
     tokio::spawn(async move {
         let period = Duration::from_secs_f64((secs / 3.0).max(0.1));
@@ -514,7 +538,7 @@ fn spawn_heartbeat(
 /// producer gets the reply it asked for.
 async fn reject(deps: &WorkerDeps, rejection: Rejection, reply: Option<&ReplyRoute>) -> Handled {
     tracing::warn!(task_id = ?rejection.task_id, reason = %rejection.reason, "task message rejected");
-    if let Err(err) = unheld::reject(deps, &rejection, reply).await {
+    if let Err(err) = unheld::reject(&deps.fleet, &rejection, reply).await {
         tracing::error!(task_id = ?rejection.task_id, error = %format!("{err:#}"),
             "could not record the rejection");
     }

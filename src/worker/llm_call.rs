@@ -161,7 +161,7 @@ impl TaskRun<'_> {
         // From wanting a slot to having one: every nap and every look at the bucket.
         let started = std::time::Instant::now();
         loop {
-            match crate::store::rate_limit::try_take(&self.deps.pool, &limit, tokens).await? {
+            match crate::store::rate_limit::try_take(&self.deps.fleet.pool, &limit, tokens).await? {
                 Ok(id) => {
                     let waited = started.elapsed();
                     crate::metrics::observe_llm_throttled(limit.bucket(), waited);
@@ -185,7 +185,7 @@ impl TaskRun<'_> {
         (limit, id): (RateLimit, i64),
         result: &Result<LlmReply, crate::ports::LlmError>,
     ) {
-        let pool = &self.deps.pool;
+        let pool = &self.deps.fleet.pool;
         let settled = match result {
             Ok(reply) => {
                 let usage = reply.usage;

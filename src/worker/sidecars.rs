@@ -31,8 +31,8 @@ pub async fn start(
     let metrics_addr = match settings.metrics.address()? {
         Some(addr) => {
             let readiness = Readiness {
-                pool: deps.pool.clone(),
-                broker: Arc::clone(deps.publisher.broker()),
+                pool: deps.fleet.pool.clone(),
+                broker: Arc::clone(deps.fleet.publisher.broker()),
             };
             let (bound, _task) = server::spawn(addr, readiness, stop.clone()).await?;
             // The MCP servers connected before the recorder existed: report them now.
@@ -43,7 +43,7 @@ pub async fn start(
     };
     if settings.retention.interval_secs > 0 {
         tokio::spawn(retention_loop(
-            deps.pool.clone(),
+            deps.fleet.pool.clone(),
             settings.retention.clone(),
             stop.clone(),
         ));

@@ -259,7 +259,7 @@ impl<'a> TaskRun<'a> {
                             self.commit_wait(WaitReason::Child, Vec::new()).await?;
                             let (deps, task_id) = (self.deps, self.task_id());
                             crate::lifecycle::delegation::spawn_children(
-                                deps,
+                                &deps.fleet,
                                 task_id,
                                 &pending,
                                 self.stream,
@@ -380,7 +380,10 @@ impl<'a> TaskRun<'a> {
     /// restarting) for a while, then reports the task's events confirmed, or leaves them
     /// to the outbox sweep.
     async fn publish_remaining(&mut self) {
-        let (publisher, exchange) = (&self.deps.publisher, &self.deps.names.events_exchange);
+        let (publisher, exchange) = (
+            &self.deps.fleet.publisher,
+            &self.deps.fleet.names.events_exchange,
+        );
         let give_up = Instant::now() + PUBLISH_PATIENCE;
         let mut delay = std::time::Duration::from_millis(100);
         while self.log.has_unpublished() {
@@ -422,7 +425,7 @@ impl<'a> TaskRun<'a> {
         }
         let write = StepWrite {
             task_id: self.task_id(),
-            owner: self.deps.worker_id,
+            owner: self.deps.fleet.worker_id,
             progress,
             records: std::mem::take(&mut self.records),
             tool_meta: std::mem::take(&mut self.tool_meta),

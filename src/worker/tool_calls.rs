@@ -98,7 +98,7 @@ impl TaskRun<'_> {
         let trace_id = self.machine.current_trace_id().unwrap_or_default();
         let iteration = Some(self.machine.iteration());
         let mut ledger = match resumed {
-            true => crate::store::ledger::of_recursion(&self.deps.pool, trace_id).await?,
+            true => crate::store::ledger::of_recursion(&self.deps.fleet.pool, trace_id).await?,
             false => Vec::new(),
         };
         let left = self.machine.tool_calls_left();
@@ -115,7 +115,9 @@ impl TaskRun<'_> {
             .any(|c| c.name == crate::lifecycle::delegation::DELEGATE)
         {
             let children = match resumed {
-                true => crate::store::children::of_parent(&self.deps.pool, self.task_id()).await?,
+                true => {
+                    crate::store::children::of_parent(&self.deps.fleet.pool, self.task_id()).await?
+                }
                 false => Vec::new(),
             };
             let delegations =
@@ -212,7 +214,7 @@ impl TaskRun<'_> {
             return Ok(gate);
         }
         let requests = match resumed {
-            true => crate::store::approvals::of_recursion(&self.deps.pool, trace_id).await?,
+            true => crate::store::approvals::of_recursion(&self.deps.fleet.pool, trace_id).await?,
             false => Vec::new(),
         };
         let requests: HashMap<&str, _> = requests
@@ -361,14 +363,14 @@ impl TaskRun<'_> {
 async fn record(deps: &WorkerDeps, task_id: Uuid, trace_id: Uuid, ran: &Ran, max_chars: usize) {
     let outcome = CallOutcome {
         task_id,
-        owner: deps.worker_id,
+        owner: deps.fleet.worker_id,
         trace_id,
         result: &ran.result,
         state: ran.state,
         finished_at: ran.finished_at,
         max_result_chars: max_chars,
     };
-    match crate::store::ledger::record_outcome(&deps.pool, &outcome).await {
+    match crate::store::ledger::record_outcome(&deps.fleet.pool, &outcome).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(tool_call_id = %ran.result.tool_call_id,
             "lease lost: the outcome of the tool call was not recorded"),

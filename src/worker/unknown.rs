@@ -92,7 +92,7 @@ impl TaskRun<'_> {
         if !ledger.iter().any(cut_short) {
             return Ok(());
         }
-        let pool = &self.deps.pool;
+        let pool = &self.deps.fleet.pool;
         let resolutions = crate::store::operator_actions::of_task(pool, self.task_id()).await?;
         let mut retry = Vec::new();
         for call in calls {

@@ -37,7 +37,7 @@ use crate::amqp::subscriber::Next;
 use crate::amqp::{self, Broker, signing};
 use crate::contract::ControlMessage;
 use crate::core::bounded;
-use crate::worker::WorkerDeps;
+use crate::lifecycle::Fleet;
 use verify::Received;
 
 /// Control messages handled at once from the shared queue.
@@ -47,29 +47,29 @@ const RETRY_PAUSE: Duration = Duration::from_millis(500);
 
 /// Starts both control consumers; they end at `shutdown`.
 pub fn spawn(
-    deps: Arc<WorkerDeps>,
+    fleet: Arc<Fleet>,
     running: RunningTasks,
     shutdown: CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     let own = tokio::spawn(reconnecting(
-        Arc::clone(&deps),
+        Arc::clone(&fleet),
         shutdown.clone(),
         "control consumer",
         {
             let running = running.clone();
-            move |deps, channel, stop| {
+            move |fleet, channel, stop| {
                 let running = running.clone();
-                async move { listen_own(&deps, &channel, &running, &stop).await }
+                async move { listen_own(&fleet, &channel, &running, &stop).await }
             }
         },
     ));
     let pending = tokio::spawn(reconnecting(
-        deps,
+        fleet,
         shutdown,
         "pending control consumer",
-        move |deps, channel, stop| {
+        move |fleet, channel, stop| {
             let running = running.clone();
-            async move { pending::listen(&deps, &channel, &running, &stop).await }
+            async move { pending::listen(&fleet, &channel, &running, &stop).await }
         },
     ));
     vec![own, pending]
@@ -77,17 +77,17 @@ pub fn spawn(
 
 /// Runs `listen` on a fresh channel until shutdown, reconnecting when it fails.
 async fn reconnecting<F, Fut>(
-    deps: Arc<WorkerDeps>,
+    fleet: Arc<Fleet>,
     shutdown: CancellationToken,
     what: &'static str,
     listen: F,
 ) where
-    F: Fn(Arc<WorkerDeps>, lapin::Channel, CancellationToken) -> Fut,
+    F: Fn(Arc<Fleet>, lapin::Channel, CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    let broker = Arc::clone(deps.publisher.broker());
+    let broker = Arc::clone(fleet.publisher.broker());
     while let Some(channel) = broker.channel_with_retry(&shutdown).await {
-        match listen(Arc::clone(&deps), channel.clone(), shutdown.clone()).await {
+        match listen(Arc::clone(&fleet), channel.clone(), shutdown.clone()).await {
             Ok(()) => return amqp::broker::close_channel(&channel).await,
             Err(err) => tracing::warn!(error = %format!("{err:#}"), "{what} lost; reconnecting"),
         }
@@ -110,13 +110,13 @@ async fn next(
 }
 
 async fn listen_own(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     channel: &lapin::Channel,
     running: &RunningTasks,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let queue = deps.names.worker_control_queue(deps.worker_id);
-    amqp::topology::declare_worker_queue(channel, &deps.names, &queue)
+    let queue = fleet.names.worker_control_queue(fleet.worker_id);
+    amqp::topology::declare_worker_queue(channel, &fleet.names, &queue)
         .await
         .context("declaring the worker's control queue")?;
     let mut consumer = amqp::subscriber::consume_exclusive(channel, &queue).await?;
@@ -124,7 +124,7 @@ async fn listen_own(
         // The fanout's copy is also read from the pending queue, which counts a refusal; a
         // forwarded one only comes here.
         let counted = forwarded(&delivery);
-        let Some(received) = verify::read(deps, &delivery, counted) else {
+        let Some(received) = verify::read(fleet, &delivery, counted) else {
             continue;
         };
         let steers = match &received.message {
@@ -134,7 +134,7 @@ async fn listen_own(
             | ControlMessage::Approval(_)
             | ControlMessage::Resolve(_) => false,
         };
-        if steers && !authorized_here(deps, &received, counted).await {
+        if steers && !authorized_here(fleet, &received, counted).await {
             continue;
         }
         let key_id = received.key_id.as_deref();
@@ -159,7 +159,7 @@ async fn listen_own(
                 let here = running.inject_if_running(inject.task_id, &inject.text);
                 tracing::info!(task_id = %inject.task_id, running_here = here, "guidance injected");
                 if !here {
-                    apply_or_requeue(deps, running, &received.message, key_id).await;
+                    apply_or_requeue(fleet, running, &received.message, key_id).await;
                 }
             }
             ControlMessage::Inject(_) => {}
@@ -170,8 +170,8 @@ async fn listen_own(
 
 /// [`verify::authorized`] for the own queue: a database that is away refuses this copy (the
 /// pending queue's copy is retried until it can be decided).
-async fn authorized_here(deps: &WorkerDeps, received: &Received, counted: bool) -> bool {
-    match verify::authorized(deps, received, counted).await {
+async fn authorized_here(fleet: &Fleet, received: &Received, counted: bool) -> bool {
+    match verify::authorized(fleet, received, counted).await {
         Ok(authorized) => authorized,
         Err(err) => {
             tracing::debug!(error = %format!("{err:#}"), "control message left to the pending queue");
@@ -183,7 +183,7 @@ async fn authorized_here(deps: &WorkerDeps, received: &Received, counted: bool) 
 /// Records the outcome of `message` for a task nobody runs, or hands it to the worker that
 /// holds the task. `key_id`: the key that signed it (`None` when signing is off).
 async fn apply(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     running: &RunningTasks,
     message: &ControlMessage,
     key_id: Option<&str>,
@@ -194,20 +194,20 @@ async fn apply(
             if running.cancel_if_running(task_id) {
                 return Ok(());
             }
-            if unheld::cancel_unstarted(Sink::of(deps), task_id).await? {
+            if unheld::cancel_unstarted(Sink::of(fleet), task_id).await? {
                 tracing::info!(%task_id, "cancelled before any worker took it");
                 return Ok(());
             }
-            match alive_holder(deps, task_id).await? {
+            match alive_holder(fleet, task_id).await? {
                 Holder::Me => {
                     running.cancel(task_id);
                 }
-                Holder::Other(owner) => forward(deps, owner, message, key_id).await?,
+                Holder::Other(owner) => forward(fleet, owner, message, key_id).await?,
                 Holder::Nobody(dead_owner) => {
-                    if unheld::cancel_unheld(Sink::of(deps), task_id, dead_owner).await? {
+                    if unheld::cancel_unheld(Sink::of(fleet), task_id, dead_owner).await? {
                         tracing::info!(%task_id, "cancelled a task nobody holds");
                         // A parent waiting for children takes them along.
-                        super::delegation::cancel_children(deps, task_id).await?;
+                        super::delegation::cancel_children(fleet, task_id).await?;
                     }
                 }
             }
@@ -216,11 +216,11 @@ async fn apply(
             if running.pause_if_running(task_id) {
                 return Ok(());
             }
-            match alive_holder(deps, task_id).await? {
+            match alive_holder(fleet, task_id).await? {
                 Holder::Me => {
                     running.pause_if_running(task_id);
                 }
-                Holder::Other(owner) => forward(deps, owner, message, key_id).await?,
+                Holder::Other(owner) => forward(fleet, owner, message, key_id).await?,
                 Holder::Nobody(_) => {
                     tracing::info!(%task_id, "pause for a task no worker runs: nothing to pause");
                 }
@@ -230,11 +230,11 @@ async fn apply(
             if running.inject_if_running(task_id, &inject.text) {
                 return Ok(());
             }
-            match alive_holder(deps, task_id).await? {
+            match alive_holder(fleet, task_id).await? {
                 Holder::Me => running.inject(task_id, &inject.text),
-                Holder::Other(owner) => forward(deps, owner, message, key_id).await?,
+                Holder::Other(owner) => forward(fleet, owner, message, key_id).await?,
                 Holder::Nobody(dead_owner) => {
-                    let sink = Sink::of(deps);
+                    let sink = Sink::of(fleet);
                     if !unheld::inject_unheld(sink, task_id, &inject.text, dead_owner).await? {
                         tracing::info!(%task_id, "inject for a task that is not running or waiting: ignored");
                     }
@@ -244,8 +244,8 @@ async fn apply(
         ControlMessage::Approval(approval) => {
             // Verified: the key that signed the message (CONTRACT v3 §15).
             let decided = super::approvals::decide_verified(
-                Sink::of(deps),
-                &deps.names.tasks_queue,
+                Sink::of(fleet),
+                &fleet.names.tasks_queue,
                 task_id,
                 &approval.tool_call_id,
                 &approval.decision(),
@@ -259,8 +259,8 @@ async fn apply(
         ControlMessage::Resolve(resolve) => {
             // Verified: the key that signed the message (CONTRACT v3 §15).
             let outcome = super::resolutions::resolve_verified(
-                Sink::of(deps),
-                &deps.names.tasks_queue,
+                Sink::of(fleet),
+                &fleet.names.tasks_queue,
                 task_id,
                 &resolve.tool_call_id,
                 &resolve.resolution(),
@@ -271,7 +271,7 @@ async fn apply(
         }
         ControlMessage::Resume(resume) => {
             let budget = resume.budget.as_ref();
-            if super::reconcile::resume_waiting(deps, task_id, budget).await? {
+            if super::reconcile::resume_waiting(fleet, task_id, budget).await? {
                 tracing::info!(%task_id, "waiting task resumed");
             } else {
                 tracing::info!(%task_id, "resume for a task that does not wait for one: ignored");
@@ -287,7 +287,7 @@ async fn apply(
 /// the task is out of `running`, each is applied as for a task this worker does not run;
 /// one that cannot be applied now goes back to the pending queue to be retried.
 pub async fn apply_late(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     running: &RunningTasks,
     task_id: Uuid,
     stops: &super::interrupt::Stops,
@@ -303,7 +303,7 @@ pub async fn apply_late(
     }
     // Already checked when they reached the task: signed again with the workers' own key.
     for message in late {
-        apply_or_requeue(deps, running, &message, None).await;
+        apply_or_requeue(fleet, running, &message, None).await;
     }
 }
 
@@ -311,12 +311,12 @@ pub async fn apply_late(
 /// (database away), puts it on the pending queue to be retried (one that can never be
 /// applied is dropped, as there).
 async fn apply_or_requeue(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     running: &RunningTasks,
     message: &ControlMessage,
     key_id: Option<&str>,
 ) {
-    let Err(err) = apply(deps, running, message, key_id).await else {
+    let Err(err) = apply(fleet, running, message, key_id).await else {
         return;
     };
     if pending::is_permanent(&err) {
@@ -325,10 +325,10 @@ async fn apply_or_requeue(
     let task_id = message.task_id();
     tracing::warn!(%task_id, error = %format!("{err:#}"), "control message requeued");
     let body = message.body();
-    let signer = verify::signer_for(deps, key_id);
+    let signer = verify::signer_for(fleet, key_id);
     let properties = signing::control_properties(message, &body, signer, FieldTable::default());
-    let queue = &deps.names.control_pending_queue;
-    if let Err(err) = deps.publisher.publish("", queue, &body, properties).await {
+    let queue = &fleet.names.control_pending_queue;
+    if let Err(err) = fleet.publisher.publish("", queue, &body, properties).await {
         tracing::error!(%task_id, error = %format!("{err:#}"), "control message lost");
     }
 }
@@ -343,15 +343,15 @@ pub(super) enum Holder {
 }
 
 /// Who holds `task_id`'s live lease, checking that another holder still lives.
-pub(super) async fn alive_holder(deps: &WorkerDeps, task_id: Uuid) -> anyhow::Result<Holder> {
-    let Some(owner) = crate::store::tasks::holder(&deps.pool, task_id).await? else {
+pub(super) async fn alive_holder(fleet: &Fleet, task_id: Uuid) -> anyhow::Result<Holder> {
+    let Some(owner) = crate::store::tasks::holder(&fleet.pool, task_id).await? else {
         return Ok(Holder::Nobody(None));
     };
-    if owner == deps.worker_id {
+    if owner == fleet.worker_id {
         return Ok(Holder::Me);
     }
-    let queue = deps.names.worker_control_queue(owner);
-    match is_alive(deps.publisher.broker(), &queue).await? {
+    let queue = fleet.names.worker_control_queue(owner);
+    match is_alive(fleet.publisher.broker(), &queue).await? {
         true => Ok(Holder::Other(owner)),
         false => Ok(Holder::Nobody(Some(owner))),
     }
@@ -364,18 +364,18 @@ async fn is_alive(broker: &Broker, queue: &str) -> anyhow::Result<bool> {
 /// Sends `message` to the control queue of worker `owner` alone, signed again with the key
 /// that signed it.
 async fn forward(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     owner: Uuid,
     message: &ControlMessage,
     key_id: Option<&str>,
 ) -> anyhow::Result<()> {
-    let queue = deps.names.worker_control_queue(owner);
+    let queue = fleet.names.worker_control_queue(owner);
     let mut headers = FieldTable::default();
     headers.insert(FORWARDED.into(), AMQPValue::Boolean(true));
     let body = message.body();
-    let signer = verify::signer_for(deps, key_id);
+    let signer = verify::signer_for(fleet, key_id);
     let properties = signing::control_properties(message, &body, signer, headers);
-    deps.publisher.publish("", &queue, &body, properties).await
+    fleet.publisher.publish("", &queue, &body, properties).await
 }
 
 /// The header of a control message one worker forwards to the holder of its task.

@@ -17,21 +17,21 @@ use super::{PENDING_PREFETCH, RETRY_PAUSE, apply, next, verify};
 use crate::amqp;
 use crate::contract::ControlMessage;
 use crate::core::bounded;
+use crate::lifecycle::Fleet;
 use crate::lifecycle::running::RunningTasks;
 use crate::store::transient::sqlx_transient;
-use crate::worker::WorkerDeps;
 
 /// Consumes the pending queue until shutdown (`Ok`) or until the channel fails.
 pub(super) async fn listen(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     channel: &lapin::Channel,
     running: &RunningTasks,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let queue = &deps.names.control_pending_queue;
+    let queue = &fleet.names.control_pending_queue;
     let mut consumer = amqp::subscriber::consume_durable(channel, queue, PENDING_PREFETCH).await?;
     while let Some(delivery) = next(&mut consumer, channel, shutdown).await? {
-        let settled = match try_apply(deps, running, &delivery).await {
+        let settled = match try_apply(fleet, running, &delivery).await {
             Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
             Err(err) => {
                 tracing::warn!(error = %bounded::reason(&format!("{err:#}")),
@@ -48,15 +48,15 @@ pub(super) async fn listen(
 /// Applies the control messages that were published while no worker ran, before this
 /// worker takes any task (so a task cancelled while queued never starts here). Gives up
 /// quietly when the broker or the database is away: the consumer applies them later.
-pub async fn drain_pending(deps: &WorkerDeps, running: &RunningTasks) {
-    if let Err(err) = try_drain_pending(deps, running).await {
+pub async fn drain_pending(fleet: &Fleet, running: &RunningTasks) {
+    if let Err(err) = try_drain_pending(fleet, running).await {
         tracing::warn!(error = %format!("{err:#}"), "pending control messages left for later");
     }
 }
 
-async fn try_drain_pending(deps: &WorkerDeps, running: &RunningTasks) -> anyhow::Result<()> {
-    let channel = deps.publisher.broker().channel().await?;
-    let drained = drain(deps, running, &channel).await;
+async fn try_drain_pending(fleet: &Fleet, running: &RunningTasks) -> anyhow::Result<()> {
+    let channel = fleet.publisher.broker().channel().await?;
+    let drained = drain(fleet, running, &channel).await;
     amqp::broker::close_channel(&channel).await;
     let applied = drained?;
     if applied > 0 {
@@ -71,18 +71,18 @@ async fn try_drain_pending(deps: &WorkerDeps, running: &RunningTasks) -> anyhow:
 /// Takes the queue's messages one by one until it is empty; returns how many were read.
 /// Stops at the first that cannot be applied now (put back for the consumer).
 async fn drain(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     running: &RunningTasks,
     channel: &lapin::Channel,
 ) -> anyhow::Result<usize> {
-    let queue = deps.names.control_pending_queue.as_str();
+    let queue = fleet.names.control_pending_queue.as_str();
     let mut read = 0usize;
     while let Some(message) = channel
         .basic_get(queue.into(), BasicGetOptions { no_ack: false })
         .await?
     {
         let delivery = message.delivery;
-        if let Err(err) = try_apply(deps, running, &delivery).await {
+        if let Err(err) = try_apply(fleet, running, &delivery).await {
             delivery.acker.nack(requeue()).await?;
             return Err(err);
         }
@@ -95,18 +95,18 @@ async fn drain(
 /// Applies one delivery. `Err` only for what may succeed later; a message that cannot be
 /// read, is refused (`verify`), or can never be applied, is logged and counts as done.
 async fn try_apply(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     running: &RunningTasks,
     delivery: &Delivery,
 ) -> anyhow::Result<()> {
-    let Some(received) = verify::read(deps, delivery, true) else {
+    let Some(received) = verify::read(fleet, delivery, true) else {
         return Ok(());
     };
-    if !verify::authorized(deps, &received, true).await? {
+    if !verify::authorized(fleet, &received, true).await? {
         return Ok(());
     }
     let message = &received.message;
-    match apply(deps, running, message, received.key_id.as_deref()).await {
+    match apply(fleet, running, message, received.key_id.as_deref()).await {
         Err(err) if is_permanent(&err) => {
             dropped(message, &err);
             Ok(())

@@ -17,7 +17,7 @@ use crate::config::Signer;
 use crate::contract::ControlMessage;
 use crate::core::bounded;
 use crate::core::signing::{self, Rejection};
-use crate::worker::WorkerDeps;
+use crate::lifecycle::Fleet;
 
 /// A control message that passed the signature check, with the key that signed it (`None`
 /// when signing is off).
@@ -30,8 +30,8 @@ pub(super) struct Received {
 /// Reads a delivery: checks its signature when signing is on, parses it, and holds an
 /// inject to `control.max_inject_bytes`. `None`: dropped (see the module doc); `counted`:
 /// this copy is the one that counts.
-pub(super) fn read(deps: &WorkerDeps, delivery: &Delivery, counted: bool) -> Option<Received> {
-    let control = &deps.control;
+pub(super) fn read(fleet: &Fleet, delivery: &Delivery, counted: bool) -> Option<Received> {
+    let control = &fleet.control;
     let kind = delivery.properties.kind().as_ref().map(|k| k.as_str());
     let key_id = match control.signing() {
         false => None,
@@ -84,18 +84,18 @@ pub(super) fn read(deps: &WorkerDeps, delivery: &Delivery, counted: bool) -> Opt
 /// a bound key. `Err`: the database is away (the caller retries or leaves it to the pending
 /// queue's copy).
 pub(super) async fn authorized(
-    deps: &WorkerDeps,
+    fleet: &Fleet,
     received: &Received,
     counted: bool,
 ) -> anyhow::Result<bool> {
     let Some(key_id) = received.key_id.as_deref() else {
         return Ok(true);
     };
-    let Some(bound) = deps.control.tenant_of(key_id) else {
+    let Some(bound) = fleet.control.tenant_of(key_id) else {
         return Ok(true);
     };
     let task_id = received.message.task_id();
-    let tenant = crate::store::steering::tenant_of(&deps.pool, task_id).await?;
+    let tenant = crate::store::steering::tenant_of(&fleet.pool, task_id).await?;
     if signing::may_steer(Some(bound), tenant.as_deref()) {
         return Ok(true);
     }
@@ -134,8 +134,8 @@ fn refuse(
 /// signed with: the key that signed the original when known (so the decision stays
 /// attributed to it and a bound key keeps its bounds), else the workers' own key; `None`
 /// when signing is off.
-pub(super) fn signer_for<'a>(deps: &'a WorkerDeps, key_id: Option<&'a str>) -> Option<Signer<'a>> {
-    let control = &deps.control;
+pub(super) fn signer_for<'a>(fleet: &'a Fleet, key_id: Option<&'a str>) -> Option<Signer<'a>> {
+    let control = &fleet.control;
     if !control.signing() {
         return None;
     }
