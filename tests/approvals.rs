@@ -12,11 +12,11 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use agentd::amqp::control::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Approval;
 use agentd::core::approval::{Decision, DecisionKind};
 use agentd::lifecycle::approvals::{Decided, decide};
-use agentd::lifecycle::cancel::send_control;
 use agentd::lifecycle::unheld::Sink;
 use serde_json::{Value, json};
 use support::fake_llm::{answer_reply, call_tool_reply};

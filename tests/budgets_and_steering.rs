@@ -7,10 +7,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use agentd::amqp::control::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Inject, Pause, Resume};
 use agentd::core::budget::{Budget, Price};
-use agentd::lifecycle::cancel::send_control;
 use serde_json::{Value, json};
 use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, reflect_reply};
 use support::gateway::Gateway;

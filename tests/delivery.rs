@@ -28,7 +28,7 @@ async fn env_with(llm: &StatelessLlm, concurrency: u16) -> TestEnv {
 /// Publishes a `cancel` straight to the control exchange, as any producer may.
 async fn publish_cancel(env: &TestEnv, task_id: Uuid) {
     let message = ControlMessage::Cancel(Cancel { task_id });
-    agentd::lifecycle::cancel::send_control(&env.publisher, &env.settings.amqp, &message)
+    agentd::amqp::control::send_control(&env.publisher, &env.settings.amqp, &message)
         .await
         .expect("publish cancel");
 }
@@ -272,7 +272,7 @@ async fn publish_inject(env: &TestEnv, task_id: Uuid, text: &str) {
         task_id,
         text: text.to_owned(),
     });
-    agentd::lifecycle::cancel::send_control(&env.publisher, &env.settings.amqp, &message)
+    agentd::amqp::control::send_control(&env.publisher, &env.settings.amqp, &message)
         .await
         .expect("publish inject");
 }

@@ -21,9 +21,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agentd::amqp::control::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Pause, Resume};
-use agentd::lifecycle::cancel::send_control;
 use serde_json::{Value, json};
 use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::{TestEnv, free_local_addr, http_get, scratch_dir};

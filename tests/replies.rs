@@ -10,9 +10,9 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
+use agentd::amqp::control::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Cancel;
-use agentd::lifecycle::cancel::send_control;
 use futures::StreamExt;
 use lapin::Consumer;
 use serde_json::{Value, json};

@@ -8,9 +8,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use agentd::amqp::control::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resume;
-use agentd::lifecycle::cancel::send_control;
 use serde_json::{Value, json};
 use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::TestEnv;

@@ -12,10 +12,10 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use agentd::amqp::control::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resolve;
 use agentd::core::unknown::{Resolution, ResolveOutcome};
-use agentd::lifecycle::cancel::send_control;
 use agentd::lifecycle::resolutions::{Outcome, resolve, resolve_verified};
 use agentd::lifecycle::unheld::Sink;
 use serde_json::{Value, json};

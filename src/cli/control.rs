@@ -11,11 +11,11 @@ use uuid::Uuid;
 
 use super::out::{errln, outln};
 use crate::amqp;
+use crate::amqp::control::send_control_signed;
 use crate::config::Settings;
 use crate::contract::ControlMessage;
 use crate::contract::control::Inject;
 use crate::core::budget::Budget;
-use crate::lifecycle::cancel::send_control_signed;
 use crate::store::{self, tasks::TaskRow, tasks::status};
 
 /// Publishes `message` when its task can take it, and says what happened.

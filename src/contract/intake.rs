@@ -1,5 +1,6 @@
-//! Parse, don't validate: an AMQP task message becomes a [`TaskSpec`] before it reaches the
-//! core, or a [`Rejection`] with a reason (CONTRACT §2). Pure: no I/O.
+//! Parse, don't validate: an AMQP task message body becomes a [`TaskSpec`] before it reaches
+//! the core, or a [`Rejection`] with a reason (CONTRACT §2). Pure: no I/O. The message's
+//! properties (its `reply_to`, CONTRACT §9) are the worker's to read.
 //!
 //! What a producer wrote is made storable here, at the door (`core::storable`: NUL becomes
 //! U+FFFD in the input and the constraints), so that no write of the task can fail on it;
@@ -11,7 +12,6 @@ use serde::Deserialize;
 use crate::core::budget::Budget;
 use crate::core::versions::{self, Requested};
 use crate::core::{bounded, storable};
-use crate::store::replies::ReplyRoute;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -26,9 +26,6 @@ pub struct TaskSpec {
     pub stream: bool,
     /// The message's budget (CONTRACT §8); the agent's applies when absent.
     pub budget: Option<Budget>,
-    /// The AMQP `reply_to` and `correlation_id` (CONTRACT §9): set from the message's
-    /// properties, not its body.
-    pub reply: Option<ReplyRoute>,
     /// The agent version or channel the message names (CONTRACT §11).
     pub requested: Requested,
 }
@@ -177,7 +174,6 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             constraints,
             stream,
             budget,
-            reply: None,
             requested,
         }),
         _ => {

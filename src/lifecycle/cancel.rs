@@ -4,14 +4,13 @@
 //! any other task gets a `cancel` message on the control exchange, which the worker running
 //! it obeys within a second (CONTRACT §2).
 
-use lapin::BasicProperties;
-use lapin::types::FieldTable;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::unheld::{self, Sink};
 use crate::amqp::Publisher;
-use crate::config::{AmqpSettings, ControlSettings, Settings};
+use crate::amqp::control::send_control_signed;
+use crate::config::Settings;
 use crate::contract::ControlMessage;
 use crate::contract::control::Cancel;
 
@@ -43,40 +42,4 @@ pub async fn cancel_task(
     let cancel = ControlMessage::Cancel(Cancel { task_id });
     send_control_signed(publisher, names, &settings.control, &cancel).await?;
     Ok(CancelResult::CancelSent)
-}
-
-/// Publishes a control message to the control exchange (every worker gets it), unsigned:
-/// for a fleet without `control.signing_keys` (v2 producers, tests). agentd's own
-/// producers use [`send_control_signed`].
-pub async fn send_control(
-    publisher: &Publisher,
-    names: &AmqpSettings,
-    message: &ControlMessage,
-) -> anyhow::Result<()> {
-    let properties = BasicProperties::default()
-        .with_content_type("application/json".into())
-        .with_type(message.kind().into());
-    publisher
-        .publish(&names.control_exchange, "", &message.body(), properties)
-        .await
-}
-
-/// Publishes a control message to the control exchange, signed with `control`'s own key
-/// when signing is on (unsigned otherwise, as v2).
-pub async fn send_control_signed(
-    publisher: &Publisher,
-    names: &AmqpSettings,
-    control: &ControlSettings,
-    message: &ControlMessage,
-) -> anyhow::Result<()> {
-    let body = message.body();
-    let properties = crate::amqp::signing::control_properties(
-        message,
-        &body,
-        control.signer(),
-        FieldTable::default(),
-    );
-    publisher
-        .publish(&names.control_exchange, "", &body, properties)
-        .await
 }

@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::Fleet;
-use super::cancel::send_control_signed;
 use crate::amqp::Publisher;
+use crate::amqp::control::send_control_signed;
 use crate::contract::control::Cancel;
 use crate::contract::{ControlMessage, TaskMessage};
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolSpec};

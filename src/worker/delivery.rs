@@ -85,13 +85,13 @@ pub async fn handle(
     shutdown: &CancellationToken,
 ) -> Handled {
     let spec = match parse_task(body, content_type, deps.max_message_bytes) {
-        Ok(spec) => TaskSpec { reply, ..spec },
+        Ok(spec) => spec,
         Err(rejection) => return reject(deps, rejection, reply.as_ref()).await,
     };
     let mut delays = store::transient::delays();
     loop {
         let span = tracing::info_span!("task", task_id = %spec.task_id);
-        let err = match run(deps, running, &spec, arrival, shutdown)
+        let err = match run(deps, running, &spec, (reply.as_ref(), arrival), shutdown)
             .instrument(span)
             .await
         {
@@ -123,14 +123,14 @@ async fn run(
     deps: &WorkerDeps,
     running: &RunningTasks,
     spec: &TaskSpec,
-    arrival: Arrival,
+    (reply, arrival): (Option<&ReplyRoute>, Arrival),
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Handled> {
     // The agent is read, and a new task recorded and taken, in one statement; a task
     // whose row existed is claimed.
     let new_row = NewTask {
         received_at: Some(arrival.at),
-        ..new_task(spec)
+        ..new_task(spec, reply)
     };
     let (owner, lease) = (deps.fleet.worker_id, deps.lease_secs);
     let budget = spec.budget.as_ref();
@@ -153,14 +153,14 @@ async fn run(
                 input: Some(spec.input.clone()),
                 conversation_id: spec.conversation_id,
             };
-            return Ok(reject(deps, rejection, spec.reply.as_ref()).await);
+            return Ok(reject(deps, rejection, reply).await);
         }
     };
     let pinned = (spec.agent_id, version);
     let intake =
         store::tasks::take_at(&deps.fleet.pool, &new_row, pinned, owner, lease, budget).await?;
     if !intake.as_ref().is_some_and(|intake| intake.inserted)
-        && let Some(reason) = super::known_id::mismatch(&deps.fleet.pool, spec).await?
+        && let Some(reason) = super::known_id::mismatch(&deps.fleet.pool, spec, reply).await?
     {
         // Not this task's message: the stored task is left as it is (not rejected).
         tracing::warn!(task_id = %spec.task_id, %reason, "task message refused");
@@ -174,9 +174,9 @@ async fn run(
             input: Some(spec.input.clone()),
             conversation_id: spec.conversation_id,
         };
-        return Ok(reject(deps, rejection, spec.reply.as_ref()).await);
+        return Ok(reject(deps, rejection, reply).await);
     };
-    if !inserted && let Some(route) = &spec.reply {
+    if !inserted && let Some(route) = reply {
         // The row existed (a producer recorded it, a cancel ended it, or a redelivery):
         // the reply still goes where this message asks.
         store::replies::record_route(&deps.fleet.pool, spec.task_id, route).await?;
@@ -318,7 +318,7 @@ async fn take(
     }
 }
 
-fn new_task(spec: &TaskSpec) -> NewTask<'_> {
+fn new_task<'a>(spec: &'a TaskSpec, reply: Option<&'a ReplyRoute>) -> NewTask<'a> {
     NewTask {
         task_id: spec.task_id,
         agent_id: Some(spec.agent_id),
@@ -326,7 +326,7 @@ fn new_task(spec: &TaskSpec) -> NewTask<'_> {
         input: Some(&spec.input),
         constraints: &spec.constraints,
         stream: spec.stream,
-        reply: spec.reply.as_ref(),
+        reply,
         received_at: None,
     }
 }

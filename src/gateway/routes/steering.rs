@@ -12,12 +12,12 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::amqp::control::send_control_signed;
 use crate::contract::ControlMessage;
 use crate::contract::control::{Inject, Pause, Resume};
 use crate::core::budget::Budget;
 use crate::gateway::AppState;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::lifecycle::cancel::send_control_signed;
 use crate::store::tasks::status;
 use crate::store::{self};
 

@@ -33,8 +33,9 @@ use uuid::Uuid;
 
 use super::running::RunningTasks;
 use super::unheld::{self, Sink};
+use crate::amqp::control::publish_to;
 use crate::amqp::subscriber::Next;
-use crate::amqp::{self, Broker, signing};
+use crate::amqp::{self, Broker};
 use crate::contract::ControlMessage;
 use crate::core::bounded;
 use crate::lifecycle::Fleet;
@@ -324,11 +325,10 @@ async fn apply_or_requeue(
     }
     let task_id = message.task_id();
     tracing::warn!(%task_id, error = %format!("{err:#}"), "control message requeued");
-    let body = message.body();
     let signer = verify::signer_for(fleet, key_id);
-    let properties = signing::control_properties(message, &body, signer, FieldTable::default());
-    let queue = &fleet.names.control_pending_queue;
-    if let Err(err) = fleet.publisher.publish("", queue, &body, properties).await {
+    let to = ("", fleet.names.control_pending_queue.as_str());
+    let headers = FieldTable::default();
+    if let Err(err) = publish_to(&fleet.publisher, to, signer, message, headers).await {
         tracing::error!(%task_id, error = %format!("{err:#}"), "control message lost");
     }
 }
@@ -372,10 +372,8 @@ async fn forward(
     let queue = fleet.names.worker_control_queue(owner);
     let mut headers = FieldTable::default();
     headers.insert(FORWARDED.into(), AMQPValue::Boolean(true));
-    let body = message.body();
     let signer = verify::signer_for(fleet, key_id);
-    let properties = signing::control_properties(message, &body, signer, headers);
-    fleet.publisher.publish("", &queue, &body, properties).await
+    publish_to(&fleet.publisher, ("", &queue), signer, message, headers).await
 }
 
 /// The header of a control message one worker forwards to the holder of its task.
