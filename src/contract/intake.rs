@@ -100,6 +100,15 @@ pub fn parse_task(
     validate(raw)
 }
 
+/// The task id a message body names, when it names a valid one, without reading the rest
+/// (a message the broker dead-lettered: its task is ended by id).
+pub fn task_id_of(body: &[u8]) -> Option<Uuid> {
+    let raw: RawTask = serde_json::from_slice(body).ok()?;
+    optional_uuid(raw.task_id.as_ref(), "task_id")
+        .ok()
+        .flatten()
+}
+
 fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
     let mut rejection = Rejection::unread("");
     let mut problems = Vec::new();
@@ -431,6 +440,20 @@ mod tests {
                 rejection.reason
             );
         }
+    }
+
+    #[test]
+    fn the_task_id_of_a_dead_message_is_read_alone() {
+        let body = format!(r#"{{"task_id":"{TASK}","input":7}}"#);
+        assert_eq!(
+            task_id_of(body.as_bytes())
+                .map(|id| id.to_string())
+                .as_deref(),
+            Some(TASK)
+        );
+        assert_eq!(task_id_of(br#"{"agent_id":"x"}"#), None);
+        assert_eq!(task_id_of(br#"{"task_id":"nope"}"#), None);
+        assert_eq!(task_id_of(b"[1]"), None);
     }
 
     fn json_body(fields: &str) -> String {

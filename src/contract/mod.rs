@@ -18,5 +18,5 @@ pub mod intake;
 pub mod task;
 
 pub use control::ControlMessage;
-pub use events::{Event, EventData, EventType};
+pub use events::{Event, EventData, EventHead, EventType};
 pub use task::TaskMessage;

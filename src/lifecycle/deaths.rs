@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
-use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -19,6 +18,7 @@ use super::control::{Holder, alive_holder};
 use super::unheld::{self, Sink};
 use crate::amqp;
 use crate::amqp::subscriber::Next;
+use crate::contract::intake::task_id_of;
 
 /// Dead letters handled at once.
 const PREFETCH: u16 = 8;
@@ -59,7 +59,7 @@ async fn listen(
             Next::Delivery(delivery) => delivery,
             Next::Cancelled => anyhow::bail!("the deaths consumer was cancelled"),
         };
-        let settled = match task_of(&delivery.data) {
+        let settled = match task_id_of(&delivery.data) {
             None => delivery.acker.ack(BasicAckOptions::default()).await,
             Some(task_id) => match end(fleet, task_id, max_deliveries).await {
                 Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
@@ -77,12 +77,6 @@ async fn listen(
         };
         settled?;
     }
-}
-
-/// The task id of a dead task message, when it names one.
-fn task_of(body: &[u8]) -> Option<Uuid> {
-    let message: Value = serde_json::from_slice(body).ok()?;
-    message.get("task_id")?.as_str()?.parse().ok()
 }
 
 async fn end(fleet: &Fleet, task_id: Uuid, max_deliveries: u32) -> anyhow::Result<()> {
