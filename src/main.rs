@@ -255,7 +255,7 @@ async fn main() -> ExitCode {
         Some(Extra::File(path)) => Some(path.display().to_string()),
         _ => None,
     };
-    let settings = match Settings::load_extra(extra) {
+    let settings = match cli::settings::load(extra) {
         Ok(settings) => settings,
         Err(err) => {
             cli::out::note(format_args!("agentd: {err:#}"));

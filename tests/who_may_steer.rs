@@ -15,11 +15,11 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use agentd::config::Secret;
 use agentd::config::{Settings, Signer};
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Approval, Cancel, Inject, Pause};
 use agentd::core::approval::DecisionKind;
-use agentd::llm::secret::Secret;
 use lapin::types::FieldTable;
 use serde_json::{Value, json};
 use support::fake_llm::{answer_reply, call_tool_reply, reflect_reply};

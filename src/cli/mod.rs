@@ -11,6 +11,7 @@ pub mod prune;
 pub mod replay;
 pub mod resolve;
 pub mod schedule;
+pub mod settings;
 pub mod submit;
 pub mod tasks;
 pub mod telemetry;

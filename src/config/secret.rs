@@ -1,7 +1,7 @@
-//! A secret string (the LLM API key) that cannot leak through formatting: its `Debug` and
-//! `Display` print `[redacted]`, so a derived `Debug` on any settings type stays safe and a
-//! stray `{}` or `{:?}` in a log line shows nothing. Reading the value takes an explicit
-//! [`Secret::expose`].
+//! A secret string (the LLM API key, the gateway's tokens, the control signing keys) that
+//! cannot leak through formatting: its `Debug` and `Display` print `[redacted]`, so a derived
+//! `Debug` on any settings type stays safe and a stray `{}` or `{:?}` in a log line shows
+//! nothing. Reading the value takes an explicit [`Secret::expose`].
 //!
 //! [`redact_userinfo`] does the same for URLs: whatever stands before the `@` of a URL's
 //! authority (a user, a password, a token used as a user name) never reaches an error or a

@@ -15,38 +15,11 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use super::AppState;
 use super::errors::ApiError;
-use crate::llm::secret::Secret;
-
-/// Deserializes `gateway.tokens` from a list, or from one comma-separated string (the only
-/// shape an environment variable can take). Blank entries are dropped.
-pub fn tokens_from_config<'de, D>(deserializer: D) -> Result<Vec<Secret>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Tokens {
-        List(Vec<String>),
-        Text(String),
-        // The environment source parses an all-digit value as a number.
-        Number(i64),
-    }
-    let tokens = match Tokens::deserialize(deserializer)? {
-        Tokens::List(list) => list,
-        Tokens::Text(text) => text.split(',').map(str::to_owned).collect(),
-        Tokens::Number(number) => vec![number.to_string()],
-    };
-    Ok(tokens
-        .into_iter()
-        .map(|token| token.trim().to_owned())
-        .filter(|token| !token.is_empty())
-        .map(Secret::from)
-        .collect())
-}
+use crate::config::Secret;
 
 /// Whether `ip` is a loopback address (IPv4-mapped IPv6 included).
 pub fn is_loopback(ip: IpAddr) -> bool {
@@ -260,26 +233,6 @@ fn is_port(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Deserialize)]
-    struct Holder {
-        #[serde(deserialize_with = "tokens_from_config")]
-        tokens: Vec<Secret>,
-    }
-
-    fn parse(json: &str) -> Vec<String> {
-        serde_json::from_str::<Holder>(json)
-            .map(|h| h.tokens.iter().map(|t| t.expose().to_owned()).collect())
-            .unwrap_or_else(|err| vec![format!("error: {err}")])
-    }
-
-    #[test]
-    fn tokens_come_from_a_list_or_a_comma_separated_string() {
-        assert_eq!(parse(r#"{"tokens": ["a", " b "]}"#), ["a", "b"]);
-        assert_eq!(parse(r#"{"tokens": "a, b,,"}"#), ["a", "b"]);
-        assert!(parse(r#"{"tokens": ""}"#).is_empty());
-        assert_eq!(parse(r#"{"tokens": 12345}"#), ["12345"]);
-    }
 
     #[test]
     fn comparison_needs_equal_bytes() {

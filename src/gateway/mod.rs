@@ -43,8 +43,8 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
 use crate::amqp::{self, Publisher};
+use crate::config::Secret;
 use crate::config::{GatewaySettings, Settings};
-use crate::llm::secret::Secret;
 use crate::store;
 use hub::Hub;
 

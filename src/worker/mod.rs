@@ -38,7 +38,7 @@ use crate::config::Settings;
 use crate::core::prompt::PromptTemplate;
 pub use crate::lifecycle::running::RunningTasks;
 use crate::lifecycle::{self, Fleet};
-use crate::llm::OpenAiClient;
+use crate::llm::{LlmSettings, OpenAiClient};
 use crate::outbox;
 use crate::store::replies::ReplyRoute;
 use crate::tools::ToolRegistry;
@@ -52,7 +52,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
     let template = PromptTemplate::new(template_text).context("invalid prompt template")?;
     let pool = crate::store::prepare(&settings.database.url, settings.pool_size()).await?;
     let publisher = amqp::connect_declared(settings).await?;
-    let llm = OpenAiClient::new(&settings.llm.client_settings())?;
+    let llm = OpenAiClient::new(&LlmSettings::from(&settings.llm))?;
     let marks = outbox::ConfirmedMarks::start(pool.clone());
     let committer = committer::Committer::start(pool.clone());
     let replies = outbox::replies::Replies::start(pool.clone(), publisher.clone());

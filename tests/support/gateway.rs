@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use agentd::config::Secret;
 use agentd::config::Settings;
-use agentd::llm::secret::Secret;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::Value;
