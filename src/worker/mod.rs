@@ -8,6 +8,7 @@ pub mod sidecars;
 
 mod committer;
 mod delivery;
+mod drive;
 mod known_id;
 mod llm_call;
 mod llm_deltas;

@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::deps::WorkerDeps;
-use super::task_run::TaskRun;
+use super::task_run::{TaskRun, ToolsEnd};
 use super::tool_plan::{Plan, parsed, plan_calls, started_rows};
 use crate::contract::events::{ApprovalRequested, EventData, ToolCompleted, ToolStarted};
 use crate::core::approval::{self, Decided};
@@ -47,24 +47,6 @@ use crate::store::step::{StartedCall, ToolMeta};
 /// published on their own. Tools that finish sooner are committed together with the rest of
 /// their recursion: one transaction and one publish per recursion instead of three.
 const ANNOUNCE_AFTER: Duration = Duration::from_millis(20);
-
-/// How running a reply's tool calls ended.
-#[derive(Debug)]
-pub enum ToolsEnd {
-    /// Every call has its result, in call order.
-    Results(Vec<ToolCallResult>),
-    /// A cancel or a release stopped the run.
-    Interrupted(Interrupt),
-    /// Gated calls (these ids) wait for a decision: nothing ran; the caller commits the
-    /// task `waiting` with what was prepared.
-    AwaitingApproval(Vec<String>),
-    /// Delegate calls wait for their children: nothing ran; the caller commits the task
-    /// `waiting` and starts the children.
-    AwaitingChildren(Vec<crate::lifecycle::delegation::Pending>),
-    /// Calls whose outcome is unknown (these ids) are held for a person (`on_unknown` =
-    /// `hold`, CONTRACT §14): nothing ran; the caller commits the task `waiting`.
-    AwaitingResolution(Vec<String>),
-}
 
 /// What the decisions about a reply's gated calls make of it.
 struct Gate {

@@ -10,8 +10,7 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use super::task_run::TaskRun;
-use super::tool_calls::ToolsEnd;
+use super::task_run::{TaskRun, ToolsEnd};
 use super::tool_plan::{Plan, parsed};
 use crate::contract::events::{EventData, ToolUnknown};
 use crate::core::types::{ToolCallRequest, ToolCallResult};
