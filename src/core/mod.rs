@@ -23,6 +23,7 @@ pub mod rate_limit;
 pub mod read_route;
 mod reasoning;
 pub mod record;
+pub mod reply_error;
 pub mod request_key;
 pub mod retry;
 pub mod schedule;

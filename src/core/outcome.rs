@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::core::budget::{BreachAction, Budget, Reading};
 use crate::core::limits::Limits;
 use crate::core::record::RecursionRecord;
-use crate::core::state::{PlanStep, StepStatus};
+use crate::core::state::{ConversationTurn, PlanStep, StepStatus};
 use crate::core::types::{ChatMessage, ToolCallRequest};
 
 /// The task a machine runs.
@@ -37,18 +37,6 @@ pub struct TaskInfo {
     /// Stall detection (`agents.stall`, CONTRACT §14); the default for older checkpoints.
     #[serde(default)]
     pub stall: crate::core::stall::StallSettings,
-}
-
-/// An earlier task of the same conversation, as loaded by the driver.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConversationTurn {
-    pub task_id: Uuid,
-    /// The user's input of that turn.
-    pub input: String,
-    /// Its answer, when it completed.
-    pub answer: Option<String>,
-    /// Its `tasks.status` (`completed`, `failed`, ...).
-    pub status: String,
 }
 
 /// One LLM call to make: the messages in the seed layout.

@@ -16,7 +16,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::fire::{self, Outlet};
-use super::spec::{Change, Draft, FieldError, Rules};
+use super::spec::{Change, Draft, Rules};
+use super::template::FieldError;
 use crate::config::Settings;
 use crate::core::schedule::Fire;
 use crate::store::agents::{self, Agent};
