@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Deserializer};
 
-use super::Secret;
+use super::secret::Secret;
 
 /// The `[gateway]` section: the HTTP/SSE interface of `agentd serve`.
 #[derive(Debug, Clone, Deserialize)]

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::Secret;
+use super::secret::Secret;
 use crate::core::retry::RetryPolicy;
 
 /// The `[llm]` section.

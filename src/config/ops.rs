@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::Secret;
+use super::secret::Secret;
 use crate::core::types::ToolEffect;
 
 /// The `[tools]` section: call limits and the MCP servers whose tools agents may be granted.

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::Fleet;
+use super::fleet::Fleet;
 use super::unheld::{self, Sink, store_events};
 use crate::amqp::Publisher;
 use crate::contract::events::{EventData, TaskWaiting};

@@ -13,8 +13,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::Fleet;
 use super::control::{Holder, alive_holder};
+use super::fleet::Fleet;
 use super::unheld::{self, Sink};
 use crate::amqp;
 use crate::amqp::subscriber::Next;

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::Fleet;
+use super::fleet::Fleet;
 use crate::amqp::Publisher;
 use crate::amqp::control::send_control_signed;
 use crate::contract::control::Cancel;

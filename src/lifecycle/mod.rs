@@ -21,6 +21,7 @@ pub mod control;
 pub mod conversations;
 pub mod deaths;
 pub mod delegation;
+mod fleet;
 pub mod fork;
 pub mod interrupt;
 pub mod reconcile;
@@ -32,29 +33,12 @@ pub mod unheld;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
-use crate::amqp::Publisher;
-use crate::config::{AmqpSettings, ControlSettings, Settings};
+use crate::config::Settings;
+pub use fleet::Fleet;
 use running::RunningTasks;
-
-/// What a task's life between runs needs of the worker it happens in: the database and the
-/// broker every worker of the fleet shares, the topology's names, this worker's id (in task
-/// leases and its control queue) and the fleet's control keys. The run's own dependencies
-/// (`worker::WorkerDeps`) hold one.
-#[derive(Clone)]
-pub struct Fleet {
-    pub pool: PgPool,
-    pub publisher: Publisher,
-    pub names: AmqpSettings,
-    /// This worker process's identity in task leases.
-    pub worker_id: Uuid,
-    /// `[control]`: the keys control messages are signed with (CONTRACT v3 §15).
-    pub control: Arc<ControlSettings>,
-}
 
 /// Starts the loops every worker runs beside its consumer for the tasks no run holds: the
 /// two control consumers, dead letters, the reconciler, the outbox, conversation,

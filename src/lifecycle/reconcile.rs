@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use uuid::Uuid;
 
-use super::Fleet;
+use super::fleet::Fleet;
 use crate::amqp::Publisher;
 use crate::contract::TaskMessage;
 use crate::core::budget::Budget;

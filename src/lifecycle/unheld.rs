@@ -7,7 +7,7 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::Fleet;
+use super::fleet::Fleet;
 use crate::amqp::Publisher;
 use crate::contract::events::{EventData, InputInjected, TaskCancelled, TaskFailed};
 use crate::contract::intake::Rejection;

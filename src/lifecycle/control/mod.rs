@@ -38,7 +38,7 @@ use crate::amqp::subscriber::Next;
 use crate::amqp::{self, Broker};
 use crate::contract::ControlMessage;
 use crate::core::bounded;
-use crate::lifecycle::Fleet;
+use crate::lifecycle::fleet::Fleet;
 use verify::Received;
 
 /// Control messages handled at once from the shared queue.

@@ -17,7 +17,7 @@ use super::{PENDING_PREFETCH, RETRY_PAUSE, apply, next, verify};
 use crate::amqp;
 use crate::contract::ControlMessage;
 use crate::core::bounded;
-use crate::lifecycle::Fleet;
+use crate::lifecycle::fleet::Fleet;
 use crate::lifecycle::running::RunningTasks;
 use crate::store::transient::sqlx_transient;
 

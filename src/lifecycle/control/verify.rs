@@ -17,7 +17,7 @@ use crate::config::Signer;
 use crate::contract::ControlMessage;
 use crate::core::bounded;
 use crate::core::signing::{self, Rejection};
-use crate::lifecycle::Fleet;
+use crate::lifecycle::fleet::Fleet;
 
 /// A control message that passed the signature check, with the key that signed it (`None`
 /// when signing is off).
