@@ -5,7 +5,7 @@
 //! held call also makes the task `pending` and enqueues its message before the commit, so
 //! it resumes on whichever worker reads it, within a second, with `task.resumed` reason
 //! `resolved`. What each outcome makes of the call is `core::unknown`'s rule, applied by
-//! the run that resumes (`tool_calls.rs`).
+//! the run that resumes (`worker/tool_calls.rs`).
 
 use uuid::Uuid;
 

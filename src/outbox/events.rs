@@ -3,7 +3,7 @@
 //! in `events`, and publishes them (confirmed) to the events fanout exchange once that step
 //! has committed, oldest first; what a broker outage leaves unconfirmed goes out again, in
 //! order, before anything newer. Stored events nobody confirmed (their worker died) come
-//! back through [`Encoded::stored`] and go out the same way (the outbox, `outbox.rs`).
+//! back through [`Encoded::stored`] and go out the same way (the outbox, `outbox/mod.rs`).
 
 use std::borrow::Cow;
 use std::collections::VecDeque;

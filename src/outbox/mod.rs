@@ -1,9 +1,14 @@
-//! The event outbox (CONTRACT §3, delivery): every stored event is published at least
+//! What a task tells the world, stored first and then published at least once: its
+//! progress events (`events`: the per-task event log, gapless seq, confirmed publishing),
+//! its completion reply to a producer that asked for one (`replies`, CONTRACT §9), and,
+//! here, the event outbox (CONTRACT §3, delivery): every stored event is published at least
 //! once, whatever dies when. A task's runner publishes its own events and records how far
 //! the broker confirmed them; what nobody confirmed is published again, in seq order and
 //! before anything newer, by whoever next touches the task: a worker resuming it, a worker
 //! receiving the redelivered message of the ended task, or the periodic sweep that every
-//! worker runs (rows taken with `SKIP LOCKED`, so one sweeper per task at a time).
+//! worker runs (`lifecycle::sweep::spawn_outbox`; rows taken with `SKIP LOCKED`, so one
+//! sweeper per task at a time). The run (`worker/`) and a task's life between runs
+//! (`lifecycle/`) both write through here.
 //!
 //! A stored event waits at most [`SWEEP_GRACE`] + [`SWEEP_EVERY`] + one publish before the
 //! sweep sends it (the contract promises 30 s).

@@ -1,7 +1,15 @@
-//! The async driver: consumes `agentd.tasks`, runs each task through the core machine via
-//! the ports, persists and publishes as it goes, and acknowledges, requeues or dead-letters
-//! each message by rule. `run(settings, shutdown)` is the whole worker; tests pass their own
-//! shutdown token.
+//! The worker process and the run of a task. `run(settings, shutdown)` is the whole worker
+//! (tests pass their own shutdown token): it connects (`deps`), starts the sidecars
+//! (`sidecars`: metrics, retention) and the loops of `lifecycle`, and consumes
+//! `agentd.tasks`, handing each delivery to the run and settling it with the broker by
+//! rule (ack, requeue or dead-letter: [`disposition`]).
+//!
+//! The run, from a delivery to its ack: `delivery` (parse with `contract::intake`, record
+//! and claim, `known_id`), `drive` (the loop around the core machine) over `task_run` (the
+//! run's state and its step commits), the phases `llm_call` (`llm_deltas`, `llm_record`)
+//! and `tool_calls` (`tool_plan`, `unknown`), `step_commit` with `committer` (group
+//! commit), and `unstored` (a step PostgreSQL refused for good). Events go out through
+//! `outbox`; a task that waits or ends is handed to `lifecycle`.
 
 pub mod deps;
 pub mod sidecars;
