@@ -18,7 +18,7 @@ use crate::core::storable;
 use crate::lifecycle::conversations::{self, Admission};
 use crate::lifecycle::interrupt::Stops;
 use crate::lifecycle::running::RunningTasks;
-use crate::lifecycle::unheld;
+use crate::lifecycle::{control, delegation, unheld};
 use crate::outbox;
 use crate::outbox::events::EventLog;
 use crate::store::replies::ReplyRoute;
@@ -234,11 +234,11 @@ async fn run(
         RunEnd::Finished(_) => {
             deps.replies.ended(spec.task_id);
             conversations::turn_ended(&deps.fleet, spec.conversation_id).await;
-            crate::lifecycle::delegation::task_ended(&deps.fleet, spec.task_id).await;
+            delegation::task_ended(&deps.fleet, spec.task_id).await;
             Ok(Handled::Finished)
         }
         RunEnd::Waiting => {
-            crate::lifecycle::control::apply_late(&deps.fleet, running, spec.task_id, &stops).await;
+            control::apply_late(&deps.fleet, running, spec.task_id, &stops).await;
             Ok(Handled::Finished)
         }
         RunEnd::Released => {
@@ -250,7 +250,7 @@ async fn run(
                 confirmed,
             )
             .await?;
-            crate::lifecycle::control::apply_late(&deps.fleet, running, spec.task_id, &stops).await;
+            control::apply_late(&deps.fleet, running, spec.task_id, &stops).await;
             Ok(Handled::Released)
         }
     }

@@ -45,7 +45,7 @@ use crate::amqp;
 use crate::amqp::subscriber::Next;
 use crate::config::Settings;
 use crate::core::prompt::PromptTemplate;
-pub use crate::lifecycle::running::RunningTasks;
+use crate::lifecycle::running::RunningTasks;
 use crate::lifecycle::{self, Fleet};
 use crate::llm::{LlmSettings, OpenAiClient};
 use crate::outbox;
