@@ -20,7 +20,8 @@
 //! - [`metrics`]: Prometheus metrics derived from events, `/metrics` `/healthz` `/readyz`.
 //! - [`otel`]: OpenTelemetry export: one trace per task, spans from committed steps.
 //! - [`ops`]: a worker's sidecars: the metrics listener and the periodic retention prune.
-//! - [`demo`]: the scripted model of `agentd dev` (no LLM account needed).
+//! - [`scripted_model`]: a scripted OpenAI-compatible model over HTTP: `agentd dev`'s demo
+//!   (no LLM account needed), the bench's and the tests' model.
 //!
 //! docs/architecture.md maps the rooms and says where a change goes.
 
@@ -30,7 +31,6 @@ pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod core;
-pub mod demo;
 pub mod fork;
 pub mod gateway;
 pub mod llm;
@@ -39,6 +39,7 @@ pub mod ops;
 pub mod otel;
 pub mod ports;
 pub mod scheduler;
+pub mod scripted_model;
 pub mod store;
 pub mod tools;
 pub mod worker;

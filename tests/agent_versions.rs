@@ -11,11 +11,11 @@ mod support;
 use std::process::{Command, Output};
 
 use agentd::core::versions::{Requested, choose};
+use agentd::scripted_model::{answer_reply, call_tool_reply};
 use agentd::store::versions::{self, Draft};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value, json};
-use support::fake_llm::{answer_reply, call_tool_reply};
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 use support::process::{WorkerProcess, env_for};

@@ -11,8 +11,8 @@ use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Inject, Pause, Resume};
 use agentd::core::budget::{Budget, Price};
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, reflect_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, reflect_reply};
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 use uuid::Uuid;
@@ -384,7 +384,7 @@ async fn a_waiting_task_is_cancelled_within_a_second() {
         marker,
         vec![
             reflect_reply("first").with_delay(Duration::from_millis(200)),
-            FakeReply::status(500, "never asked"),
+            ModelReply::status(500, "never asked"),
         ],
     );
     let task_id = env.submit(agent, marker).await;
@@ -397,7 +397,7 @@ async fn a_waiting_task_is_cancelled_within_a_second() {
 }
 
 /// The guidance the request's state snapshot shows.
-fn guidance(request: &support::fake_llm::RecordedRequest) -> Value {
+fn guidance(request: &agentd::scripted_model::ModelRequest) -> Value {
     let state = request.system_state().expect("state");
     state["context"]
         .get("user_guidance")

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::harness::TestEnv;
 use support::process::WorkerProcess;
-use support::stateless_llm::StatelessLlm;
+use support::words::{self, ByInput};
 
 fn rabbit_env(key: &str, value: u64) {
     let expr = format!("application:set_env(rabbit, {key}, {value}).");
@@ -35,7 +35,7 @@ impl Drop for Restore {
 
 #[tokio::test]
 async fn a_task_longer_than_the_consumer_timeout_completes_exactly_once() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let base_url = llm.base_url();
     let env = TestEnv::without_worker(move |s| {
         s.llm.base_url = base_url;

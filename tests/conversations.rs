@@ -11,9 +11,9 @@ mod support;
 use std::time::Duration;
 
 use agentd::contract::TaskMessage;
+use agentd::scripted_model::{ModelReply, answer_reply};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply};
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 use tokio_util::sync::CancellationToken;
@@ -296,7 +296,7 @@ async fn a_parked_turn_is_cancelled_within_a_second_and_the_reject_policy_refuse
     );
     env.fake.script(
         "refused-turn",
-        vec![FakeReply::status(500, "must not be called")],
+        vec![ModelReply::status(500, "must not be called")],
     );
     let running = publish_turn(&env, agent, conversation, "slow-turn: go").await;
     while env.fake.requests_for("slow-turn").is_empty() {

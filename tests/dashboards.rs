@@ -24,8 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::{self, TestEnv};
 use support::process::WorkerProcess;
 use uuid::Uuid;
@@ -732,7 +732,7 @@ async fn run_tasks(env: &TestEnv) {
     env.fake.script(
         "dashboards-run",
         vec![
-            FakeReply::status(500, "overloaded"),
+            ModelReply::status(500, "overloaded"),
             call_tool_reply(vec![
                 ("calculate", json!({"expression": "6*7"})),
                 ("dashsrv__add", json!({"a": 40, "b": 2})),

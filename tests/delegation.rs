@@ -10,8 +10,8 @@ mod support;
 
 use std::time::Duration;
 
+use agentd::scripted_model::{answer_reply, call_tool_reply, reflect_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{answer_reply, call_tool_reply, reflect_reply};
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 use support::process::WorkerProcess;

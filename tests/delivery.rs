@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Cancel, Inject};
+use agentd::scripted_model::ScriptedModel;
 use serde_json::{Value, json};
 use support::harness::{TestEnv, assert_whole_stream};
-use support::stateless_llm::StatelessLlm;
+use support::words::{self, ByInput};
 use uuid::Uuid;
 
-async fn env_with(llm: &StatelessLlm, concurrency: u16) -> TestEnv {
+async fn env_with(llm: &ScriptedModel, concurrency: u16) -> TestEnv {
     let base_url = llm.base_url();
     TestEnv::without_worker(move |s| {
         s.llm.base_url = base_url;
@@ -84,7 +85,7 @@ async fn run_one(env: &mut TestEnv, agent: Uuid, input: &str) -> (Uuid, Vec<u8>)
 
 #[tokio::test]
 async fn stranded_events_go_out_when_the_ended_task_is_redelivered() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let mut env = env_with(&llm, 4).await;
     env.spawn_worker();
     let agent = env.agent(None, None).await;
@@ -109,7 +110,7 @@ async fn stranded_events_go_out_when_the_ended_task_is_redelivered() {
 
 #[tokio::test]
 async fn the_sweep_publishes_what_nobody_confirmed_within_30_seconds() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let mut env = env_with(&llm, 4).await;
     env.spawn_worker();
     let agent = env.agent(None, None).await;
@@ -129,7 +130,7 @@ async fn the_sweep_publishes_what_nobody_confirmed_within_30_seconds() {
 
 #[tokio::test]
 async fn a_queued_task_cancelled_by_a_raw_control_message_never_starts() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     // One task at a time: the second waits in the queue behind the first.
     let mut env = env_with(&llm, 1).await;
     env.spawn_worker();
@@ -181,7 +182,7 @@ async fn a_queued_task_cancelled_by_a_raw_control_message_never_starts() {
 
 #[tokio::test]
 async fn control_messages_published_while_no_worker_runs_are_applied_first() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let mut env = env_with(&llm, 4).await;
     let agent = env.agent(None, None).await;
     let task_id = env.submit(agent, "never steps=1").await;
@@ -301,7 +302,7 @@ async fn wait_guidance(env: &TestEnv, task_id: Uuid, expected: &Value) {
 /// task never starts; the NUL is stored as U+FFFD.
 #[tokio::test]
 async fn a_control_message_that_can_never_be_applied_does_not_stop_the_others() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let mut env = env_with(&llm, 4).await;
     let agent = env.agent(None, None).await;
     let (poisoned, guided) = (

@@ -8,18 +8,19 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use agentd::scripted_model::ScriptedModel;
 use serde_json::Value;
 use support::harness::{self, TestEnv};
 use support::process::WorkerProcess;
-use support::stateless_llm::StatelessLlm;
+use support::words::{self, ByInput};
 use uuid::Uuid;
 
 /// Settings shared by these tests: a short lease so a dead worker's tasks come back fast.
-async fn env(llm: &StatelessLlm) -> TestEnv {
+async fn env(llm: &ScriptedModel) -> TestEnv {
     env_with_lease(llm, 2.0).await
 }
 
-async fn env_with_lease(llm: &StatelessLlm, lease_secs: f64) -> TestEnv {
+async fn env_with_lease(llm: &ScriptedModel, lease_secs: f64) -> TestEnv {
     let base_url = llm.base_url();
     TestEnv::without_worker(move |s| {
         s.llm.base_url = base_url;
@@ -120,7 +121,7 @@ async fn committed_iterations(env: &TestEnv) -> std::collections::HashMap<Uuid, 
 
 #[tokio::test]
 async fn sigkill_mid_run_then_restart_loses_nothing_and_repeats_nothing() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let env = env(&llm).await;
     let agent = env.agent(None, None).await;
     let inputs: Vec<String> = (0..24)
@@ -175,7 +176,7 @@ async fn sigkill_mid_run_then_restart_loses_nothing_and_repeats_nothing() {
 
 #[tokio::test]
 async fn sigterm_drains_and_leaves_unfinished_tasks_resumable() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let env = env(&llm).await;
     let agent = env.agent(None, None).await;
     let inputs: Vec<String> = (0..4)
@@ -235,7 +236,7 @@ fn assert_no_error_logged(log: &str, when: &str) {
 /// channels were only dropped.
 #[tokio::test]
 async fn an_idle_worker_stops_cleanly_without_an_error() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let env = env(&llm).await;
     for round in 0..2 {
         let mut worker = WorkerProcess::spawn(&env.settings, &[]);
@@ -263,7 +264,7 @@ async fn an_idle_worker_stops_cleanly_without_an_error() {
 
 #[tokio::test]
 async fn a_redelivered_message_waits_for_its_live_holder() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     // A lease long enough that a loaded machine never lets it lapse while its holder lives.
     let env = env_with_lease(&llm, 15.0).await;
     let agent = env.agent(None, None).await;
@@ -329,7 +330,7 @@ fn connections_of(pid: u32) -> Vec<String> {
 
 #[tokio::test]
 async fn a_dropped_broker_connection_is_survived() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let env = env(&llm).await;
     let agent = env.agent(None, None).await;
     let inputs: Vec<String> = (0..6)
@@ -365,7 +366,7 @@ async fn a_dropped_broker_connection_is_survived() {
 #[tokio::test]
 async fn the_api_key_appears_nowhere() {
     const KEY: &str = "sk-agentd-test-SECRET-4242";
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let env = env(&llm).await;
     let agent = env.agent(None, None).await;
     let ok = env.submit(agent, "secret-ok steps=1").await;
@@ -473,7 +474,7 @@ async fn assert_tool_env_is_clean(env: &TestEnv, task_id: Uuid) {
 
 #[tokio::test]
 async fn a_message_that_keeps_killing_workers_is_dead_lettered() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let mut env = env(&llm).await;
     let agent = env.agent(None, None).await;
     let input = "crash-loop steps=1 delay_ms=30000";
@@ -538,7 +539,7 @@ async fn admin(sql: &str) {
 
 #[tokio::test]
 async fn a_database_outage_pauses_tasks_instead_of_failing_them() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let env = env_with_lease(&llm, 10.0).await;
     let agent = env.agent(None, None).await;
     let inputs: Vec<String> = (0..4)

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use agentd::scripted_model::{answer_reply, call_tool_reply};
 use serde_json::Value;
-use support::fake_llm::{answer_reply, call_tool_reply};
 use support::harness::TestEnv;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;

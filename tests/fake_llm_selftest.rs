@@ -1,21 +1,22 @@
-//! Tests of the scripted fake LLM itself, over real HTTP with reqwest: scripted order,
-//! routing by marker, error statuses with Retry-After, delays, recording, the state
-//! snapshot extraction, exhausted and missing scripts, concurrent requests, and the SSE
-//! answers to stream requests.
+//! Tests of the scripted model itself (`agentd::scripted_model`), over real HTTP with
+//! reqwest: scripted order, routing by marker, handlers computed from the request, error
+//! statuses with Retry-After, delays, holding replies, recording, unreadable bodies, the
+//! state snapshot extraction, exhausted and missing scripts, concurrent requests, the SSE
+//! answers to stream requests, and the tests' word script.
 
 #[allow(dead_code)]
 mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::fake_llm::{
-    FakeLlm, FakeReply, answer_reply, call_tool_reply, plan_reply, reflect_reply,
+use agentd::scripted_model::{
+    ModelReply, ScriptedModel, answer_reply, call_tool_reply, plan_reply, reflect_reply,
 };
+use serde_json::{Value, json};
 
 /// Posts a chat request with `input` as messages[0] and `system` as messages[1].
 async fn post(
-    llm: &FakeLlm,
+    llm: &ScriptedModel,
     input: &str,
     system: &str,
 ) -> (u16, reqwest::header::HeaderMap, Value) {
@@ -27,10 +28,10 @@ async fn post(
         .json(&body)
         .send()
         .await
-        .expect("request reaches the fake");
+        .expect("request reaches the model");
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let json = response.json().await.expect("fake answers JSON");
+    let json = response.json().await.expect("the model answers JSON");
     (status, headers, json)
 }
 
@@ -42,11 +43,11 @@ fn content(body: &Value) -> &str {
 
 #[tokio::test]
 async fn replies_in_scripted_order_then_exhausted() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     assert!(llm.base_url().starts_with("http://127.0.0.1:"));
     llm.script(
         "alpha",
-        vec![FakeReply::content("one"), FakeReply::content("two")],
+        vec![ModelReply::content("one"), ModelReply::content("two")],
     );
     assert_eq!(llm.remaining("alpha"), 2);
     let (_, _, first) = post(&llm, "task alpha", "").await;
@@ -55,19 +56,19 @@ async fn replies_in_scripted_order_then_exhausted() {
     assert_eq!(first["usage"]["prompt_tokens"], 11);
     let (status, _, body) = post(&llm, "task alpha", "").await;
     assert_eq!(status, 500);
-    assert_eq!(body["error"]["message"], "fake llm: script exhausted");
+    assert_eq!(body["error"]["message"], "scripted model: script exhausted");
     assert_eq!(llm.remaining("alpha"), 0);
 }
 
 #[tokio::test]
 async fn markers_route_requests_to_their_own_scripts() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     llm.script(
         "red",
-        vec![FakeReply::content("r1"), FakeReply::content("r2")],
+        vec![ModelReply::content("r1"), ModelReply::content("r2")],
     );
-    llm.script("blue", vec![FakeReply::json(json!({"b": 1}))]);
-    llm.script("red", vec![FakeReply::content("r3")]);
+    llm.script("blue", vec![ModelReply::json(json!({"b": 1}))]);
+    llm.script("red", vec![ModelReply::content("r3")]);
     assert_eq!(content(&post(&llm, "the red task", "").await.2), "r1");
     assert_eq!(
         content(&post(&llm, "the blue task", "").await.2),
@@ -79,7 +80,7 @@ async fn markers_route_requests_to_their_own_scripts() {
     assert_eq!(status, 500);
     assert_eq!(
         body["error"]["message"],
-        "fake llm: no script for this input"
+        "scripted model: no script for this input"
     );
     assert_eq!(llm.requests().len(), 5);
     assert_eq!(llm.requests_for("red").len(), 3);
@@ -87,10 +88,10 @@ async fn markers_route_requests_to_their_own_scripts() {
 
 #[tokio::test]
 async fn error_status_with_retry_after() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     llm.script(
         "x",
-        vec![FakeReply::status(429, "slow down").with_retry_after(7)],
+        vec![ModelReply::status(429, "slow down").with_retry_after(7)],
     );
     let (status, headers, body) = post(&llm, "x", "").await;
     assert_eq!(status, 429);
@@ -103,11 +104,11 @@ async fn error_status_with_retry_after() {
 
 #[tokio::test]
 async fn raw_bodies_and_delays() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let raw = json!({"choices": [{"message": {"content": null}}], "extra": true});
     llm.script(
         "x",
-        vec![FakeReply::raw_body(200, raw.clone()).with_delay(Duration::from_millis(150))],
+        vec![ModelReply::raw_body(200, raw.clone()).with_delay(Duration::from_millis(150))],
     );
     let started = Instant::now();
     let (status, _, body) = post(&llm, "x", "").await;
@@ -117,8 +118,8 @@ async fn raw_bodies_and_delays() {
 
 #[tokio::test]
 async fn records_bodies_headers_messages_and_tools() {
-    let llm = FakeLlm::start().await;
-    llm.script("rec", vec![FakeReply::content("ok")]);
+    let llm = ScriptedModel::start().await.unwrap();
+    llm.script("rec", vec![ModelReply::content("ok")]);
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "rec"}],
         "tools": [{"type": "function", "function": {"name": "calculate", "parameters": {}}}]});
     reqwest::Client::new()
@@ -126,7 +127,7 @@ async fn records_bodies_headers_messages_and_tools() {
         .json(&body)
         .send()
         .await
-        .expect("request reaches the fake");
+        .expect("request reaches the model");
     post(&llm, "other", "sys").await;
     let requests = llm.requests();
     assert_eq!(requests[0].body, body);
@@ -143,7 +144,7 @@ async fn records_bodies_headers_messages_and_tools() {
 
 #[tokio::test]
 async fn extracts_the_state_snapshot_from_the_system_message() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let fenced = "## 4\n```json\n{\"schema\": 1}\n```\n## 6\n```json\n{\"global\": {\"iteration\": 2}}\n```\nRead it.";
     let bare =
         "State follows {not json} then {\"global\": {\"iteration\": 3}, \"x\": {\"y\": 1}} end";
@@ -164,7 +165,7 @@ async fn extracts_the_state_snapshot_from_the_system_message() {
 
 #[tokio::test]
 async fn seed_replies_carry_the_trace_id_and_tool_calls() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     llm.script(
         "seed",
         vec![
@@ -212,9 +213,10 @@ async fn seed_replies_carry_the_trace_id_and_tool_calls() {
 
 #[tokio::test]
 async fn serves_concurrent_requests() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     for i in 0..8 {
-        let reply = FakeReply::content(format!("reply {i}")).with_delay(Duration::from_millis(300));
+        let reply =
+            ModelReply::content(format!("reply {i}")).with_delay(Duration::from_millis(300));
         llm.script(&format!("task-{i}:"), vec![reply]);
     }
     let started = Instant::now();
@@ -235,7 +237,7 @@ async fn serves_concurrent_requests() {
 }
 
 /// Posts `input` with `"stream": true`; returns status, content type and the raw body.
-async fn post_streamed(llm: &FakeLlm, input: &str) -> (u16, String, String) {
+async fn post_streamed(llm: &ScriptedModel, input: &str) -> (u16, String, String) {
     let body = json!({"model": "m", "stream": true,
         "messages": [{"role": "user", "content": input}]});
     let response = reqwest::Client::new()
@@ -243,7 +245,7 @@ async fn post_streamed(llm: &FakeLlm, input: &str) -> (u16, String, String) {
         .json(&body)
         .send()
         .await
-        .expect("request reaches the fake");
+        .expect("request reaches the model");
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -268,16 +270,16 @@ fn payloads(body: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn stream_requests_get_the_same_script_as_sse() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let calls = vec![("calculate", json!({"expression": "1+1"}))];
     llm.script(
         "sse",
         vec![
-            FakeReply::content("hello world"),
+            ModelReply::content("hello world"),
             call_tool_reply(calls),
-            FakeReply::status(503, "busy"),
-            FakeReply::content("partial").with_stream_error("boom"),
-            FakeReply::content("cut").with_stream_cut(),
+            ModelReply::status(503, "busy"),
+            ModelReply::content("partial").with_stream_error("boom"),
+            ModelReply::content("cut").with_stream_cut(),
         ],
     );
     let (status, content_type, body) = post_streamed(&llm, "sse").await;
@@ -322,4 +324,100 @@ async fn stream_requests_get_the_same_script_as_sse() {
     let (_, _, body) = post_streamed(&llm, "sse").await;
     assert!(!body.contains("[DONE]") && !body.contains("usage"));
     assert!(llm.requests().iter().all(|r| r.streamed()));
+}
+
+#[tokio::test]
+async fn handlers_answer_from_the_request_after_the_queues() {
+    let llm = ScriptedModel::start().await.unwrap();
+    llm.script("queued", vec![ModelReply::content("from the queue")]);
+    llm.handle("echo", |request| {
+        ModelReply::content(format!("you said {}", request.user_input()))
+    });
+    llm.otherwise(|request| {
+        let iteration = request.snapshot().and_then(|s| s.iteration_index());
+        ModelReply::content(format!("iteration {iteration:?}"))
+    });
+    assert_eq!(
+        content(&post(&llm, "queued echo", "").await.2),
+        "from the queue",
+        "the first route added wins"
+    );
+    assert_eq!(
+        content(&post(&llm, "please echo", "").await.2),
+        "you said please echo"
+    );
+    let system = "```json\n{\"current_recursion\": {\"iteration_index\": 3}}\n```";
+    assert_eq!(
+        content(&post(&llm, "anything", system).await.2),
+        "iteration Some(3)"
+    );
+    let (status, _, body) = post(&llm, "queued again", "").await;
+    assert_eq!(status, 500, "an exhausted queue is not skipped: {body}");
+    assert_eq!(llm.answered(), 3);
+}
+
+#[tokio::test]
+async fn unreadable_bodies_are_refused_recorded_and_counted() {
+    let llm = ScriptedModel::start().await.unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("{}/chat/completions", llm.base_url()))
+        .body("{not json")
+        .send()
+        .await
+        .expect("request reaches the model");
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!((llm.unreadable(), llm.answered()), (1, 0));
+    let requests = llm.requests();
+    assert_eq!(requests[0].body, json!("{not json"));
+    assert_eq!(requests[0].bytes, b"{not json");
+}
+
+/// How long a reply that is not held takes at most on loopback: a held one is still
+/// unanswered after it.
+const UNHELD_REPLY_WITHIN: Duration = Duration::from_millis(300);
+
+#[tokio::test]
+async fn held_replies_leave_only_when_released() {
+    let llm = ScriptedModel::start().await.unwrap();
+    llm.script("held", vec![ModelReply::content("at last")]);
+    llm.hold();
+    let asking = tokio::spawn({
+        let llm = llm.clone();
+        async move { content(&post(&llm, "held", "").await.2).to_owned() }
+    });
+    let mut asking = std::pin::pin!(asking);
+    let early = tokio::time::timeout(UNHELD_REPLY_WITHIN, &mut asking).await;
+    assert!(early.is_err(), "a held reply was sent");
+    assert_eq!(llm.requests_for("held").len(), 1, "the request is recorded");
+    llm.release();
+    assert_eq!(asking.await.expect("the request ends"), "at last");
+}
+
+#[tokio::test]
+async fn the_word_script_answers_from_the_input_alone() {
+    use crate::support::words::{self, ByInput};
+
+    let llm = words::start().await;
+    let message = |body: &Value| body["choices"][0]["message"].clone();
+    let first = message(&post(&llm, "w steps=1", "").await.2);
+    assert_eq!(first["tool_calls"][0]["id"], "call_0");
+    assert_eq!(first["tool_calls"][0]["function"]["name"], "calculate");
+    // A second request for the same recursion gets the same reply.
+    assert_eq!(message(&post(&llm, "w steps=1", "").await.2), first);
+    let named = r#"n steps=1 tool=t__charge args={"amount":5} tool2=t__upsert args2={"x":1}"#;
+    let calls = message(&post(&llm, named, "").await.2)["tool_calls"].clone();
+    assert_eq!(calls[0]["function"]["arguments"], r#"{"amount":5}"#);
+    assert_eq!(calls[1]["id"], "call_0b");
+    assert_eq!(calls[1]["function"]["name"], "t__upsert");
+    let answer = message(&post(&llm, "a steps=0", "").await.2);
+    assert!(answer["content"].as_str().unwrap().contains("ANSWER"));
+    assert_eq!(post(&llm, "s status=429", "").await.0, 429);
+    assert_eq!(post(&llm, "f flaky=1", "").await.0, 503);
+    assert_eq!(
+        post(&llm, "f flaky=1", "").await.0,
+        200,
+        "the retry is answered"
+    );
+    assert_eq!(llm.calls_for("w steps=1"), 2);
+    assert_eq!(llm.authorizations().len(), 7);
 }

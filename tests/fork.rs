@@ -9,8 +9,8 @@ mod support;
 
 use std::process::Command;
 
+use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply, reflect_reply};
 use serde_json::json;
-use support::fake_llm::{answer_reply, call_tool_reply, plan_reply, reflect_reply};
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 use support::process::env_for;
@@ -111,7 +111,7 @@ async fn a_fork_starts_at_recursion_n_from_the_state_before_it() {
         state["last_recursion"], original_state["last_recursion"],
         "the fork sees the last recursion the original saw at recursion 3"
     );
-    let assistants = |r: &support::fake_llm::RecordedRequest| {
+    let assistants = |r: &agentd::scripted_model::ModelRequest| {
         r.messages()
             .iter()
             .filter(|(role, _)| role == "assistant")

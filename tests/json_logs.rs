@@ -10,8 +10,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agentd::config::{LogFormat, LogSettings};
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::{self, TestEnv};
 
 /// A log writer appending to a shared buffer.
@@ -95,7 +95,7 @@ async fn run_task() -> uuid::Uuid {
     env.fake.script(
         "json-logs",
         vec![
-            FakeReply::status(503, "busy"),
+            ModelReply::status(503, "busy"),
             call_tool_reply(vec![
                 ("calculate", json!({"expression": "1+1"})),
                 ("srv__fail", json!({"message": "boom"})),

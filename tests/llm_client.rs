@@ -19,8 +19,8 @@ use agentd::core::retry::ErrorClass;
 use agentd::core::types::{ChatMessage, LlmReply, Role, ToolSpec};
 use agentd::llm::{LlmSettings, OpenAiClient, Secret};
 use agentd::ports::{Llm, LlmError, LlmRequest};
+use agentd::scripted_model::{ModelReply, ScriptedModel, call_tool_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeLlm, FakeReply, call_tool_reply};
 
 const KEY: &str = "sk-test-key-0123456789";
 
@@ -35,7 +35,7 @@ fn settings(base_url: &str, timeout_ms: u64) -> LlmSettings {
     }
 }
 
-fn client(llm: &FakeLlm) -> OpenAiClient {
+fn client(llm: &ScriptedModel) -> OpenAiClient {
     OpenAiClient::new(&settings(&llm.base_url(), 5_000)).expect("client builds")
 }
 
@@ -64,7 +64,7 @@ async fn chat(
 }
 
 /// Scripts one reply for a fresh marker and returns the client's result.
-async fn one(llm: &FakeLlm, marker: &str, reply: FakeReply) -> Result<LlmReply, LlmError> {
+async fn one(llm: &ScriptedModel, marker: &str, reply: ModelReply) -> Result<LlmReply, LlmError> {
     llm.script(marker, vec![reply]);
     chat(&client(llm), marker, &[]).await
 }
@@ -77,8 +77,8 @@ fn assert_key_absent(error: &LlmError) {
 
 #[tokio::test]
 async fn plain_content_and_request_shape() {
-    let llm = FakeLlm::start().await;
-    let reply = one(&llm, "plain", FakeReply::content("hello"))
+    let llm = ScriptedModel::start().await.unwrap();
+    let reply = one(&llm, "plain", ModelReply::content("hello"))
         .await
         .expect("reply");
     assert_eq!(reply.content, "hello");
@@ -107,8 +107,8 @@ async fn plain_content_and_request_shape() {
 
 #[tokio::test]
 async fn tools_are_offered_as_functions() {
-    let llm = FakeLlm::start().await;
-    llm.script("offer", vec![FakeReply::content("{}")]);
+    let llm = ScriptedModel::start().await.unwrap();
+    llm.script("offer", vec![ModelReply::content("{}")]);
     let tools = [ToolSpec {
         name: "calculate".into(),
         description: "math".into(),
@@ -137,7 +137,7 @@ async fn tools_are_offered_as_functions() {
 
 #[tokio::test]
 async fn native_tool_calls_keep_ids_and_argument_strings() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let calls = vec![
         ("calculate", json!({"expression": "6*7"})),
         ("current_time", json!({})),
@@ -157,7 +157,7 @@ async fn native_tool_calls_keep_ids_and_argument_strings() {
 
 #[tokio::test]
 async fn lenient_bodies_are_normalized() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let body = json!({
         "surprise": {"nested": true},
         "choices": [{"index": 0, "logprobs": null, "message": {"role": "assistant", "content": null,
@@ -166,7 +166,7 @@ async fn lenient_bodies_are_normalized() {
                 {"id": "", "function": {"name": "current_time", "arguments": ""}}
             ]}}]
     });
-    let reply = one(&llm, "lenient", FakeReply::raw_body(200, body))
+    let reply = one(&llm, "lenient", ModelReply::raw_body(200, body))
         .await
         .expect("reply");
     assert_eq!(reply.content, "");
@@ -184,8 +184,8 @@ async fn lenient_bodies_are_normalized() {
 
 #[tokio::test]
 async fn rate_limits_carry_retry_after() {
-    let llm = FakeLlm::start().await;
-    let slow = FakeReply::status(429, "rate limited").with_retry_after(7);
+    let llm = ScriptedModel::start().await.unwrap();
+    let slow = ModelReply::status(429, "rate limited").with_retry_after(7);
     let error = one(&llm, "limited", slow).await.expect_err("429");
     assert_eq!(error.class, ErrorClass::RetryAfter(Duration::from_secs(7)));
     assert_eq!(
@@ -194,14 +194,14 @@ async fn rate_limits_carry_retry_after() {
     );
     assert_eq!(error.message, "rate limited");
     let dated =
-        FakeReply::status(503, "busy").with_header("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT");
+        ModelReply::status(503, "busy").with_header("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT");
     let error = one(&llm, "dated", dated).await.expect_err("503");
     assert_eq!(
         error.class,
         ErrorClass::RetryAfter(Duration::ZERO),
         "a past date means now"
     );
-    let bare = one(&llm, "bare", FakeReply::status(429, "later"))
+    let bare = one(&llm, "bare", ModelReply::status(429, "later"))
         .await
         .expect_err("429");
     assert_eq!(bare.class, ErrorClass::Retryable);
@@ -209,13 +209,13 @@ async fn rate_limits_carry_retry_after() {
 
 #[tokio::test]
 async fn server_errors_are_retryable() {
-    let llm = FakeLlm::start().await;
-    let error = one(&llm, "down", FakeReply::status(500, "internal"))
+    let llm = ScriptedModel::start().await.unwrap();
+    let error = one(&llm, "down", ModelReply::status(500, "internal"))
         .await
         .expect_err("500");
     assert_eq!(error.class, ErrorClass::Retryable);
     assert_eq!(error.to_string(), "http_500: internal");
-    let html = FakeReply::raw_body(502, json!("<html>bad gateway</html>"));
+    let html = ModelReply::raw_body(502, json!("<html>bad gateway</html>"));
     let error = one(&llm, "gateway", html).await.expect_err("502");
     assert_eq!(
         (error.class, error.label.as_str()),
@@ -230,13 +230,13 @@ async fn server_errors_are_retryable() {
 
 #[tokio::test]
 async fn client_errors_are_fatal_with_the_provider_message() {
-    let llm = FakeLlm::start().await;
-    let error = one(&llm, "bad", FakeReply::status(400, "model not found"))
+    let llm = ScriptedModel::start().await.unwrap();
+    let error = one(&llm, "bad", ModelReply::status(400, "model not found"))
         .await
         .expect_err("400");
     assert_eq!((error.class, error.status), (ErrorClass::Fatal, Some(400)));
     assert_eq!(error.message, "model not found");
-    let error = one(&llm, "auth", FakeReply::status(401, "invalid api key"))
+    let error = one(&llm, "auth", ModelReply::status(401, "invalid api key"))
         .await
         .expect_err("401");
     assert_eq!(
@@ -252,8 +252,8 @@ async fn client_errors_are_fatal_with_the_provider_message() {
 
 #[tokio::test]
 async fn echoed_keys_are_redacted() {
-    let llm = FakeLlm::start().await;
-    let echo = FakeReply::status(401, &format!("Incorrect API key provided: {KEY}"));
+    let llm = ScriptedModel::start().await.unwrap();
+    let echo = ModelReply::status(401, &format!("Incorrect API key provided: {KEY}"));
     let error = one(&llm, "echo", echo).await.expect_err("401");
     assert_eq!(error.message, "Incorrect API key provided: [redacted]");
     assert_key_absent(&error);
@@ -261,11 +261,11 @@ async fn echoed_keys_are_redacted() {
 
 #[tokio::test]
 async fn undecodable_success_is_a_retryable_decode_error() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let error = one(
         &llm,
         "garbled",
-        FakeReply::raw_body(200, json!("not a completion")),
+        ModelReply::raw_body(200, json!("not a completion")),
     )
     .await
     .expect_err("decode");
@@ -276,7 +276,7 @@ async fn undecodable_success_is_a_retryable_decode_error() {
     let error = one(
         &llm,
         "empty",
-        FakeReply::raw_body(200, json!({"choices": []})),
+        ModelReply::raw_body(200, json!({"choices": []})),
     )
     .await
     .expect_err("decode");
@@ -303,10 +303,10 @@ async fn closed_port_is_a_retryable_connect_error() {
 
 #[tokio::test]
 async fn slow_provider_is_a_retryable_timeout() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     llm.script(
         "slow",
-        vec![FakeReply::content("late").with_delay(Duration::from_secs(3))],
+        vec![ModelReply::content("late").with_delay(Duration::from_secs(3))],
     );
     let client = OpenAiClient::new(&settings(&llm.base_url(), 300)).expect("client");
     let started = Instant::now();
@@ -325,8 +325,8 @@ async fn slow_provider_is_a_retryable_timeout() {
 
 #[tokio::test]
 async fn no_key_means_no_authorization_header() {
-    let llm = FakeLlm::start().await;
-    llm.script("anon", vec![FakeReply::content("hi")]);
+    let llm = ScriptedModel::start().await.unwrap();
+    llm.script("anon", vec![ModelReply::content("hi")]);
     let mut settings = settings(&llm.base_url(), 5_000);
     settings.api_key = None;
     let client = OpenAiClient::new(&settings).expect("client");

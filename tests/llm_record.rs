@@ -7,9 +7,9 @@
 mod support;
 
 use agentd::llm::Secret;
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, plan_reply};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, plan_reply};
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 use uuid::Uuid;
@@ -187,7 +187,7 @@ async fn failed_attempts_redaction_and_the_gateway() {
     env.fake.script(
         marker,
         vec![
-            FakeReply::status(500, &format!("boom echoing {KEY}")),
+            ModelReply::status(500, &format!("boom echoing {KEY}")),
             answer_reply("the code is secret-456"),
         ],
     );
@@ -312,7 +312,10 @@ async fn storage_per_recursion_does_not_grow_with_the_task() {
         replies.push(if i % 2 == 0 {
             call_tool_reply(vec![("calculate", json!({"expression": format!("{i}*7")}))])
         } else {
-            support::fake_llm::reflect_reply(&format!("step {i} done, the sum so far is {}", i * 7))
+            agentd::scripted_model::reflect_reply(&format!(
+                "step {i} done, the sum so far is {}",
+                i * 7
+            ))
         });
     }
     replies.push(answer_reply("done"));

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use agentd::core::limits::estimate_request_tokens;
 use agentd::core::types::{ChatMessage, Role, ToolSpec};
 use agentd::ports::{ToolCallContext, ToolOutput, ToolSource};
+use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply};
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use support::fake_llm::{answer_reply, call_tool_reply, plan_reply};
 use support::harness::TestEnv;
 use uuid::Uuid;
 

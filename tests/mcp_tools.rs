@@ -15,9 +15,9 @@ use std::time::Duration;
 use agentd::config::{McpServerSettings, ToolsSettings};
 use agentd::core::types::{ToolCallRequest, ToolEffect};
 use agentd::ports::ToolCallContext;
+use agentd::scripted_model::{answer_reply, call_tool_reply};
 use agentd::tools::ToolRegistry;
 use serde_json::{Value, json};
-use support::fake_llm::{answer_reply, call_tool_reply};
 use support::harness::{self, TestEnv};
 use uuid::Uuid;
 

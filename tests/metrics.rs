@@ -9,8 +9,8 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::json;
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::{self, TestEnv};
 use support::process::WorkerProcess;
 use uuid::Uuid;
@@ -151,7 +151,7 @@ async fn run_tasks(env: &TestEnv) {
     env.fake.script(
         "metrics-run",
         vec![
-            FakeReply::status(500, "overloaded"),
+            ModelReply::status(500, "overloaded"),
             call_tool_reply(vec![("calculate", json!({"expression": "6*7"}))]),
             answer_reply("42"),
         ],

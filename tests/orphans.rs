@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use support::harness::{TestEnv, assert_whole_stream};
 use support::process::WorkerProcess;
-use support::stateless_llm::StatelessLlm;
+use support::words;
 
 #[tokio::test]
 async fn a_running_task_whose_message_is_gone_is_re_enqueued_and_completes() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let base_url = llm.base_url();
     let mut env = TestEnv::without_worker(move |s| {
         s.llm.base_url = base_url;

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Pause, Resume};
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::{TestEnv, free_local_addr, http_get, scratch_dir};
 use support::process::WorkerProcess;
 use tokio::process::{Child, Command};
@@ -187,7 +187,7 @@ async fn a_task_is_one_trace_in_phoenix_with_the_genai_tree_and_attributes() {
     env.fake.script(
         marker,
         vec![
-            FakeReply::status(500, "overloaded"),
+            ModelReply::status(500, "overloaded"),
             call_tool_reply(vec![("calculate", json!({"expression": "6*7"}))])
                 .with_delay(Duration::from_millis(400)),
             answer_reply("42"),

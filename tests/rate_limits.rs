@@ -17,22 +17,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentd::core::rate_limit::RateLimit;
-use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use agentd::scripted_model::{ModelReply, ScriptedModel, answer_reply};
 use serde_json::json;
 use support::harness::TestEnv;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// A provider that allows `limit` requests per `window` (sliding) and answers 429 with
-/// Retry-After 1 above it; every request's arrival is recorded.
+/// Retry-After 1 above it: a handler of the scripted model; every request's arrival is
+/// recorded.
 struct Provider {
     limit: usize,
     window: Duration,
-    delay: Duration,
     accepted: Mutex<VecDeque<Instant>>,
     arrivals: Mutex<Vec<(Instant, bool)>>,
 }
@@ -42,17 +38,34 @@ impl Provider {
         let provider = Arc::new(Self {
             limit,
             window,
-            delay,
             accepted: Mutex::new(VecDeque::new()),
             arrivals: Mutex::new(Vec::new()),
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .with_state(Arc::clone(&provider));
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        (provider, format!("http://{addr}/v1"))
+        let model = ScriptedModel::start().await.unwrap();
+        let answering = Arc::clone(&provider);
+        model.otherwise(move |_| answering.answer(delay));
+        (provider, model.base_url())
+    }
+
+    /// Admits the request if the window has room: an answer after `delay`, else a 429.
+    fn answer(&self, delay: Duration) -> ModelReply {
+        let now = Instant::now();
+        let allowed = {
+            let mut accepted = self.accepted.lock().unwrap();
+            while accepted.front().is_some_and(|t| now - *t >= self.window) {
+                accepted.pop_front();
+            }
+            let allowed = accepted.len() < self.limit;
+            if allowed {
+                accepted.push_back(now);
+            }
+            allowed
+        };
+        self.arrivals.lock().unwrap().push((now, allowed));
+        if !allowed {
+            return ModelReply::status(429, "rate limit exceeded").with_retry_after(1);
+        }
+        answer_reply("ok").with_delay(delay)
     }
 
     fn arrivals(&self) -> Vec<(Instant, bool)> {
@@ -62,45 +75,6 @@ impl Provider {
     fn refused(&self) -> usize {
         self.arrivals().iter().filter(|(_, ok)| !ok).count()
     }
-}
-
-async fn chat(State(provider): State<Arc<Provider>>) -> Response {
-    let now = Instant::now();
-    let allowed = {
-        let mut accepted = provider.accepted.lock().unwrap();
-        while accepted
-            .front()
-            .is_some_and(|t| now - *t >= provider.window)
-        {
-            accepted.pop_front();
-        }
-        let allowed = accepted.len() < provider.limit;
-        if allowed {
-            accepted.push_back(now);
-        }
-        allowed
-    };
-    provider.arrivals.lock().unwrap().push((now, allowed));
-    if !allowed {
-        let body = json!({"error": {"message": "rate limit exceeded", "type": "rate_limit"}});
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [("retry-after", "1")],
-            axum::Json(body),
-        )
-            .into_response();
-    }
-    tokio::time::sleep(provider.delay).await;
-    let content = json!({"trace_id": "t", "observe": "o", "thought": "t",
-        "action": {"action_type": "ANSWER", "output": {"answer": "ok"}},
-        "abstract": "answered", "short_term_memory_append": ""});
-    axum::Json(json!({
-        "id": "x", "object": "chat.completion", "model": "fake-model",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": content.to_string()}}],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
-    }))
-    .into_response()
 }
 
 /// An environment whose workers (`workers` of them, in this process) call `url` under

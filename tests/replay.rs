@@ -10,7 +10,7 @@ mod support;
 use std::process::{Command, Output};
 use std::time::Instant;
 
-use support::fake_llm::{FakeReply, answer_reply};
+use agentd::scripted_model::{ModelReply, answer_reply};
 use support::harness::TestEnv;
 use support::process::env_for;
 use uuid::Uuid;
@@ -59,7 +59,7 @@ async fn failed_tasks_are_replayed_as_new_tasks_at_a_bounded_rate() {
         env.fake.script(
             marker,
             vec![
-                FakeReply::status(400, "bad request"),
+                ModelReply::status(400, "bad request"),
                 answer_reply(&format!("{marker} answered")),
             ],
         );

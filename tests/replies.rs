@@ -13,10 +13,10 @@ use std::time::Duration;
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Cancel;
+use agentd::scripted_model::answer_reply;
 use futures::StreamExt;
 use lapin::Consumer;
 use serde_json::{Value, json};
-use support::fake_llm::answer_reply;
 use support::harness::TestEnv;
 use uuid::Uuid;
 

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resume;
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply};
 use support::harness::TestEnv;
 use uuid::Uuid;
 
@@ -28,7 +28,7 @@ async fn agent_with(env: &TestEnv, stall: Value) -> Uuid {
     agent
 }
 
-fn same_call() -> FakeReply {
+fn same_call() -> ModelReply {
     call_tool_reply(vec![("calculate", json!({"expression": "2+2"}))])
 }
 
@@ -81,7 +81,7 @@ async fn a_model_that_obeys_the_nudge_completes() {
     // The agent has the default settings: nudge at 3 repeats.
     let agent = env.agent(Some(20), None).await;
     let marker = "stall-nudge";
-    let mut script: Vec<FakeReply> = (0..3).map(|_| same_call()).collect();
+    let mut script: Vec<ModelReply> = (0..3).map(|_| same_call()).collect();
     script.push(answer_reply("4"));
     env.fake.script(marker, script);
     let task_id = env.submit(agent, marker).await;
@@ -115,7 +115,7 @@ async fn a_poll_whose_result_changes_never_stalls() {
     let mut env = TestEnv::start().await;
     let agent = agent_with(&env, json!({"repeat": 2, "action": "fail"})).await;
     let marker = "stall-poll";
-    let mut script: Vec<FakeReply> = (0..6)
+    let mut script: Vec<ModelReply> = (0..6)
         .map(|_| call_tool_reply(vec![("current_time", json!({}))]))
         .collect();
     script.push(answer_reply("the job is done"));
@@ -134,7 +134,7 @@ async fn pause_waits_stalled_until_a_resume() {
     let mut env = TestEnv::start().await;
     let agent = agent_with(&env, json!({"repeat": 2, "action": "pause"})).await;
     let marker = "stall-pause";
-    let mut script: Vec<FakeReply> = (0..2).map(|_| same_call()).collect();
+    let mut script: Vec<ModelReply> = (0..2).map(|_| same_call()).collect();
     script.push(answer_reply("4 after all"));
     env.fake.script(marker, script);
     let task_id = env.submit(agent, marker).await;

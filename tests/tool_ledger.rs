@@ -11,10 +11,11 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use agentd::scripted_model::ScriptedModel;
 use serde_json::Value;
 use support::harness::{self, TestEnv};
 use support::process::WorkerProcess;
-use support::stateless_llm::StatelessLlm;
+use support::words;
 use uuid::Uuid;
 
 /// A worker environment whose config file adds the test MCP server as `t`, recording
@@ -26,7 +27,7 @@ struct LedgerEnv {
     agent: Uuid,
 }
 
-async fn ledger_env(llm: &StatelessLlm) -> LedgerEnv {
+async fn ledger_env(llm: &ScriptedModel) -> LedgerEnv {
     let base_url = llm.base_url();
     let env = TestEnv::without_worker(move |s| {
         s.llm.base_url = base_url;
@@ -113,7 +114,7 @@ async fn run_with_kill(le: &LedgerEnv, input: &str, call: &str, state: &str) -> 
 
 #[tokio::test]
 async fn a_side_effect_cut_short_is_not_run_again_and_the_model_is_told() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let le = ledger_env(&llm).await;
     let input = r#"charge steps=1 tool=t__charge args={"amount":5,"sleep_ms":2500}"#;
     let task_id = run_with_kill(&le, input, "call_0", "started").await;
@@ -147,7 +148,7 @@ async fn a_side_effect_cut_short_is_not_run_again_and_the_model_is_told() {
 
 #[tokio::test]
 async fn an_idempotent_call_cut_short_runs_again_under_the_same_key() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let le = ledger_env(&llm).await;
     let input = r#"upsert steps=1 tool=t__upsert args={"name":"a","value":"b","sleep_ms":2500}"#;
     let task_id = run_with_kill(&le, input, "call_0", "started").await;
@@ -171,7 +172,7 @@ async fn an_idempotent_call_cut_short_runs_again_under_the_same_key() {
 
 #[tokio::test]
 async fn a_committed_outcome_is_never_run_again() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let le = ledger_env(&llm).await;
     // One reply, two calls: a quick charge and a slow upsert. The worker dies once the
     // charge's outcome is committed, while the upsert still runs.

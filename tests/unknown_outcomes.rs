@@ -16,12 +16,13 @@ use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resolve;
 use agentd::core::unknown::{Resolution, ResolveOutcome};
+use agentd::scripted_model::ScriptedModel;
 use agentd::worker::resolutions::{Outcome, resolve, resolve_verified};
 use agentd::worker::unheld::Sink;
 use serde_json::{Value, json};
 use support::harness::{self, TestEnv};
 use support::process::WorkerProcess;
-use support::stateless_llm::StatelessLlm;
+use support::words;
 use uuid::Uuid;
 
 async fn state_of(env: &TestEnv, task_id: Uuid) -> (String, Option<String>) {
@@ -46,8 +47,8 @@ async fn call_state(env: &TestEnv, task_id: Uuid) -> Option<(String, Option<bool
 /// A task of an agent with `on_unknown = hold` whose `charge` call was cut short by a
 /// SIGKILL, held by a second worker: the environment, the task, the ledger file, the second
 /// worker and the LLM (kept alive).
-async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, StatelessLlm) {
-    let llm = StatelessLlm::start().await;
+async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, ScriptedModel) {
+    let llm = words::start().await;
     let base_url = llm.base_url();
     let env = TestEnv::without_worker(move |s| {
         s.llm.base_url = base_url;

@@ -4,8 +4,8 @@
 #[allow(dead_code)]
 mod support;
 
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, plan_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, plan_reply};
 use support::harness::TestEnv;
 
 fn types(events: &[Value]) -> Vec<String> {
@@ -151,10 +151,10 @@ async fn fenced_json_is_accepted() {
     let mut env = TestEnv::start().await;
     let agent = env.agent(None, None).await;
     let marker = "e2e-fenced";
-    let reply = support::fake_llm::seed_object("ANSWER", json!({"answer": "fenced ok"}));
+    let reply = agentd::scripted_model::seed_object("ANSWER", json!({"answer": "fenced ok"}));
     env.fake.script(
         marker,
-        vec![FakeReply::content(format!(
+        vec![ModelReply::content(format!(
             "Here you go:\n```json\n{reply}\n```\nDone."
         ))],
     );
@@ -174,7 +174,7 @@ async fn garbage_reply_recovers_through_error_log() {
     env.fake.script(
         marker,
         vec![
-            FakeReply::content("I think the answer is 4, no JSON here"),
+            ModelReply::content("I think the answer is 4, no JSON here"),
             answer_reply("4"),
         ],
     );

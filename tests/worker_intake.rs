@@ -8,9 +8,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use agentd::scripted_model::{ModelReply, answer_reply};
 use lapin::BasicProperties;
 use serde_json::json;
-use support::fake_llm::{FakeReply, answer_reply};
 use support::harness::TestEnv;
 use uuid::Uuid;
 
@@ -118,7 +118,7 @@ async fn a_task_id_published_twice_runs_once() {
     env.stop().await;
 }
 
-async fn cancel_when_running(env: &mut TestEnv, marker: &str, replies: Vec<FakeReply>) {
+async fn cancel_when_running(env: &mut TestEnv, marker: &str, replies: Vec<ModelReply>) {
     let agent = env.agent(None, None).await;
     env.fake.script(marker, replies);
     let task_id = env.submit(agent, marker).await;
@@ -142,7 +142,7 @@ async fn cancel_inside_an_llm_call() {
 #[tokio::test]
 async fn cancel_inside_a_retry_wait() {
     let mut env = TestEnv::start().await;
-    let limited = FakeReply::status(429, "wait").with_retry_after(30);
+    let limited = ModelReply::status(429, "wait").with_retry_after(30);
     cancel_when_running(
         &mut env,
         "cancel-in-retry",

@@ -7,8 +7,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use agentd::scripted_model::{ModelReply, answer_reply, reflect_reply};
 use serde_json::json;
-use support::fake_llm::{FakeReply, answer_reply, reflect_reply};
 use support::harness::TestEnv;
 
 async fn llm_statuses(env: &TestEnv, task_id: uuid::Uuid) -> Vec<(i32, String)> {
@@ -27,8 +27,8 @@ async fn status_429_and_500_are_retried_then_the_task_completes() {
     env.fake.script(
         marker,
         vec![
-            FakeReply::status(429, "slow down").with_retry_after(1),
-            FakeReply::status(500, "boom"),
+            ModelReply::status(429, "slow down").with_retry_after(1),
+            ModelReply::status(500, "boom"),
             answer_reply("made it"),
         ],
     );
@@ -75,7 +75,7 @@ async fn status_400_is_fatal_with_the_provider_message() {
     let marker = "fatal-400";
     env.fake.script(
         marker,
-        vec![FakeReply::status(400, "model fake-model does not exist")],
+        vec![ModelReply::status(400, "model fake-model does not exist")],
     );
     let task_id = env.submit(agent, marker).await;
     let events = env.published_events(task_id).await;
@@ -111,7 +111,7 @@ async fn retries_exhausted_fail_the_task() {
     env.fake.script(
         marker,
         (0..4)
-            .map(|_| FakeReply::status(503, "overloaded"))
+            .map(|_| ModelReply::status(503, "overloaded"))
             .collect(),
     );
     let task_id = env.submit(agent, marker).await;
@@ -198,7 +198,7 @@ async fn an_endless_token_stream_fails_the_task_with_bounded_deltas() {
     let marker = "endless-stream";
     env.fake.script(
         marker,
-        vec![FakeReply::content("tok ").with_endless_stream()],
+        vec![ModelReply::content("tok ").with_endless_stream()],
     );
     let task_id = submit_streamed(&env, agent, marker).await;
     let events = env.published_events(task_id).await;

@@ -9,8 +9,8 @@ mod support;
 #[path = "worker_tools/outside_text.rs"]
 mod outside_text;
 
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, seed_object};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, seed_object};
 use support::harness::TestEnv;
 
 #[tokio::test]
@@ -18,7 +18,7 @@ async fn failing_tool_calls_are_fed_back_and_the_task_goes_on() {
     let mut env = TestEnv::start().await;
     let agent = env.agent(None, Some(&["calculate", "take_memo"])).await;
     let marker = "tools-failing";
-    let bad_json = FakeReply::raw_body(200, unparseable_arguments_reply());
+    let bad_json = ModelReply::raw_body(200, unparseable_arguments_reply());
     env.fake.script(
         marker,
         vec![

@@ -7,10 +7,10 @@ use std::process::Stdio;
 
 use uuid::Uuid;
 
-use crate::support::fake_llm::answer_reply;
 use crate::support::harness::TestEnv;
 use crate::support::process::env_for;
 use crate::{agentd, agentd_in, stderr, stdout};
+use agentd::scripted_model::answer_reply;
 
 #[tokio::test]
 async fn dev_on_a_busy_port_fails_at_once_naming_the_port() {

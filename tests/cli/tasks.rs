@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::support::fake_llm::{answer_reply, call_tool_reply};
 use crate::support::harness::TestEnv;
 use crate::support::process::env_for;
 use crate::{agentd, ended_task, queued, stderr, stdout, wait_for_worker};
+use agentd::scripted_model::{answer_reply, call_tool_reply};
 
 #[tokio::test]
 async fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {

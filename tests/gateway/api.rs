@@ -1,8 +1,8 @@
 //! The JSON API around the stream: tokens and the loopback rule, the OpenAPI document,
 //! the error shape, agents and their paged history.
 
+use agentd::scripted_model::answer_reply;
 use serde_json::{Value, json};
-use support::fake_llm::answer_reply;
 use support::gateway::{Gateway, SseStream, expect_json};
 use support::harness::TestEnv;
 use uuid::Uuid;

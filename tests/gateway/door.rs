@@ -2,8 +2,8 @@
 //! with NUL as U+FFFD (`core::storable`) and the request succeeds, instead of a 202 for a
 //! task that never appears or a 500 for an agent.
 
+use agentd::scripted_model::answer_reply;
 use serde_json::json;
-use support::fake_llm::answer_reply;
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 

@@ -19,8 +19,8 @@ mod stream;
 
 use std::time::Duration;
 
+use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply};
 use serde_json::json;
-use support::fake_llm::{answer_reply, call_tool_reply, plan_reply};
 use support::gateway::SseEvent;
 use support::harness::TestEnv;
 

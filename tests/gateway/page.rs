@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use agentd::scripted_model::ModelReply;
 use serde_json::{Value, json};
-use support::fake_llm::FakeReply;
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 
@@ -60,12 +60,12 @@ fn script_page_task(env: &TestEnv, marker: &str) {
     env.fake.script(
         marker,
         vec![
-            FakeReply::json(plan).with_delay(pause),
-            FakeReply::tool_calls(call, vec![("calculate", json!({"expression": "6*7"}))])
+            ModelReply::json(plan).with_delay(pause),
+            ModelReply::tool_calls(call, vec![("calculate", json!({"expression": "6*7"}))])
                 .with_delay(pause),
-            FakeReply::json(answer.clone()).with_delay(pause),
+            ModelReply::json(answer.clone()).with_delay(pause),
             // The fork from recursion 3 (the page test makes it) answers again.
-            FakeReply::json(answer),
+            ModelReply::json(answer),
         ],
     );
 }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, plan_reply};
 use serde_json::{Value, json};
-use support::fake_llm::{FakeReply, answer_reply, call_tool_reply, plan_reply};
 use support::gateway::{Gateway, SseEvent, SseStream, expect_json};
 use support::harness::TestEnv;
 use uuid::Uuid;
@@ -160,7 +160,7 @@ async fn cancel_over_http_ends_the_stream_with_task_cancelled() {
     let marker = "gw-cancel";
     env.fake.script(
         marker,
-        vec![FakeReply::content("slow").with_delay(Duration::from_secs(4))],
+        vec![ModelReply::content("slow").with_delay(Duration::from_secs(4))],
     );
     let task_id = gateway.submit(agent, &format!("{marker}: wait")).await;
     let mut stream = gateway.events(task_id, None).await;

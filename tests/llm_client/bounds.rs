@@ -12,12 +12,12 @@ use agentd::llm::OpenAiClient;
 use agentd::ports::{Llm, LlmRequest};
 use serde_json::json;
 
-use super::support::fake_llm::{FakeLlm, FakeReply};
 use super::{assert_key_absent, chat, messages, settings};
+use agentd::scripted_model::{ModelReply, ScriptedModel};
 
 /// A client of `llm` reading at most `max_response_bytes` / `max_stream_bytes`.
 fn bounded_client(
-    llm: &FakeLlm,
+    llm: &ScriptedModel,
     max_response_bytes: usize,
     max_stream_bytes: usize,
 ) -> OpenAiClient {
@@ -29,11 +29,11 @@ fn bounded_client(
 
 #[tokio::test]
 async fn a_body_above_max_response_bytes_is_a_fatal_too_large_error() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let client = bounded_client(&llm, 64 * 1024, 1024 * 1024);
     llm.script(
         "huge-body",
-        vec![FakeReply::content("x".repeat(200 * 1024))],
+        vec![ModelReply::content("x".repeat(200 * 1024))],
     );
     let error = chat(&client, "huge-body", &[])
         .await
@@ -51,18 +51,18 @@ async fn a_body_above_max_response_bytes_is_a_fatal_too_large_error() {
     );
     assert_key_absent(&error);
     // Below the bound the same client reads the reply.
-    llm.script("small-body", vec![FakeReply::content("x".repeat(1024))]);
+    llm.script("small-body", vec![ModelReply::content("x".repeat(1024))]);
     let reply = chat(&client, "small-body", &[]).await.expect("reply");
     assert_eq!(reply.content.len(), 1024);
 }
 
 #[tokio::test]
 async fn an_endless_stream_stops_at_max_stream_bytes() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let client = bounded_client(&llm, 1024 * 1024, 256 * 1024);
     llm.script(
         "endless",
-        vec![FakeReply::content("tok ").with_endless_stream()],
+        vec![ModelReply::content("tok ").with_endless_stream()],
     );
     let deltas = AtomicUsize::new(0);
     let on_delta = |text: &str| {
@@ -100,11 +100,11 @@ async fn an_endless_stream_stops_at_max_stream_bytes() {
 
 #[tokio::test]
 async fn a_stream_assembling_more_than_max_response_bytes_stops() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     let client = bounded_client(&llm, 16 * 1024, 64 * 1024 * 1024);
     llm.script(
         "long-stream",
-        vec![FakeReply::content("y".repeat(1000)).with_endless_stream()],
+        vec![ModelReply::content("y".repeat(1000)).with_endless_stream()],
     );
     let messages = messages("long-stream");
     let request = LlmRequest {
@@ -126,13 +126,16 @@ async fn a_stream_assembling_more_than_max_response_bytes_stops() {
 
 #[tokio::test]
 async fn redirects_are_not_followed() {
-    let (llm, elsewhere) = (FakeLlm::start().await, FakeLlm::start().await);
-    elsewhere.script("moved", vec![FakeReply::content("from the other host")]);
+    let (llm, elsewhere) = (
+        ScriptedModel::start().await.unwrap(),
+        ScriptedModel::start().await.unwrap(),
+    );
+    elsewhere.script("moved", vec![ModelReply::content("from the other host")]);
     let target = elsewhere
         .base_url()
         .replace("http://", "http://someone:hunter2@");
     let location = format!("{target}/chat/completions");
-    let moved = FakeReply::raw_body(307, json!({"secret_body": "do not quote me"}))
+    let moved = ModelReply::raw_body(307, json!({"secret_body": "do not quote me"}))
         .with_header("location", &location);
     llm.script("moved", vec![moved]);
     let error = chat(

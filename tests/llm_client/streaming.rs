@@ -11,13 +11,13 @@ use agentd::core::types::{LlmReply, ToolSpec};
 use agentd::ports::{Llm, LlmError, LlmRequest};
 use serde_json::{Value, json};
 
-use super::support::fake_llm::{
-    ARGUMENT_PIECE, CONTENT_PIECE, FakeLlm, FakeReply, answer_reply, call_tool_reply,
-};
 use super::{assert_key_absent, chat, client, messages};
+use agentd::scripted_model::{
+    ARGUMENT_PIECE, CONTENT_PIECE, ModelReply, ScriptedModel, answer_reply, call_tool_reply,
+};
 
 /// Streams one call for `marker`, returning the result and every delta received.
-async fn streamed(llm: &FakeLlm, marker: &str) -> (Result<LlmReply, LlmError>, Vec<String>) {
+async fn streamed(llm: &ScriptedModel, marker: &str) -> (Result<LlmReply, LlmError>, Vec<String>) {
     let deltas = Mutex::new(Vec::new());
     let on_delta = |text: &str| {
         if let Ok(mut deltas) = deltas.lock() {
@@ -39,8 +39,11 @@ async fn streamed(llm: &FakeLlm, marker: &str) -> (Result<LlmReply, LlmError>, V
 }
 
 /// The reply of `reply` scripted twice: streamed (with its deltas), then not streamed.
-async fn both_ways(marker: &str, reply: FakeReply) -> (LlmReply, Vec<String>, LlmReply, FakeLlm) {
-    let llm = FakeLlm::start().await;
+async fn both_ways(
+    marker: &str,
+    reply: ModelReply,
+) -> (LlmReply, Vec<String>, LlmReply, ScriptedModel) {
+    let llm = ScriptedModel::start().await.unwrap();
     llm.script(marker, vec![reply.clone(), reply]);
     let (streamed_reply, deltas) = streamed(&llm, marker).await;
     let streamed_reply = streamed_reply.expect("streamed reply");
@@ -101,8 +104,8 @@ async fn fragmented_tool_calls_are_merged() {
 
 #[tokio::test]
 async fn a_provider_error_mid_stream_is_retryable() {
-    let llm = FakeLlm::start().await;
-    let broken = FakeReply::content("partial answer").with_stream_error("upstream overloaded");
+    let llm = ScriptedModel::start().await.unwrap();
+    let broken = ModelReply::content("partial answer").with_stream_error("upstream overloaded");
     llm.script("stream-error", vec![broken]);
     let (result, deltas) = streamed(&llm, "stream-error").await;
     let error = result.expect_err("error mid-stream");
@@ -125,10 +128,10 @@ async fn a_provider_error_mid_stream_is_retryable() {
 
 #[tokio::test]
 async fn a_stream_without_done_is_retryable() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     llm.script(
         "stream-cut",
-        vec![FakeReply::content("cut short").with_stream_cut()],
+        vec![ModelReply::content("cut short").with_stream_cut()],
     );
     let (result, _) = streamed(&llm, "stream-cut").await;
     let error = result.expect_err("no [DONE]");
@@ -141,14 +144,14 @@ async fn a_stream_without_done_is_retryable() {
 
 #[tokio::test]
 async fn error_statuses_are_classified_as_without_streaming() {
-    let llm = FakeLlm::start().await;
+    let llm = ScriptedModel::start().await.unwrap();
     llm.script(
         "stream-429",
-        vec![FakeReply::status(429, "slow down").with_retry_after(3)],
+        vec![ModelReply::status(429, "slow down").with_retry_after(3)],
     );
     llm.script(
         "stream-401",
-        vec![FakeReply::status(401, "invalid api key")],
+        vec![ModelReply::status(401, "invalid api key")],
     );
     let (limited, deltas) = streamed(&llm, "stream-429").await;
     let limited = limited.expect_err("429");
@@ -167,8 +170,8 @@ async fn error_statuses_are_classified_as_without_streaming() {
 
 #[tokio::test]
 async fn a_plain_answer_to_a_stream_request_is_accepted() {
-    let llm = FakeLlm::start().await;
-    let reply = FakeReply::content("not streamed").ignoring_stream();
+    let llm = ScriptedModel::start().await.unwrap();
+    let reply = ModelReply::content("not streamed").ignoring_stream();
     llm.script("stream-ignored", vec![reply]);
     let (result, deltas) = streamed(&llm, "stream-ignored").await;
     let reply = result.expect("reply");
@@ -179,8 +182,8 @@ async fn a_plain_answer_to_a_stream_request_is_accepted() {
 
 #[tokio::test]
 async fn plain_calls_never_call_on_delta() {
-    let llm = FakeLlm::start().await;
-    llm.script("plain-delta", vec![FakeReply::content("whole")]);
+    let llm = ScriptedModel::start().await.unwrap();
+    llm.script("plain-delta", vec![ModelReply::content("whole")]);
     let called = Mutex::new(0);
     let on_delta = |_: &str| {
         if let Ok(mut called) = called.lock() {

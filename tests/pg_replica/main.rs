@@ -35,8 +35,8 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use agentd::scripted_model::answer_reply;
 use replica::{Replica, caught_up, set_paused};
-use support::fake_llm::answer_reply;
 use support::gateway::Gateway;
 use support::harness::TestEnv;
 use support::process::env_for;

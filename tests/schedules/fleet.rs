@@ -10,7 +10,7 @@ use agentd::core::schedule::fire_task_id;
 use chrono::{DateTime, TimeDelta, Utc};
 use support::harness::TestEnv;
 use support::process::WorkerProcess;
-use support::stateless_llm::StatelessLlm;
+use support::words;
 
 use crate::{WAIT, create, every, fires, support, tasks, wait_fires, wait_tasks_ended};
 
@@ -62,7 +62,7 @@ fn kill(workers: &mut [WorkerProcess], pid: u32) -> DateTime<Utc> {
 
 #[tokio::test]
 async fn one_task_per_fire_time_while_the_scheduler_s_holder_is_killed_twice_then_stopped() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let base_url = llm.base_url();
     let env = TestEnv::without_worker(move |s| {
         s.llm.base_url = base_url;

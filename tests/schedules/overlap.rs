@@ -5,13 +5,13 @@
 //! of the missed ones, `all` runs each.
 
 use agentd::core::approval::{Decision, DecisionKind};
+use agentd::scripted_model::{answer_reply, call_tool_reply};
 use agentd::worker::approvals::decide;
 use agentd::worker::unheld::Sink;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde_json::json;
-use support::fake_llm::{answer_reply, call_tool_reply};
 use support::harness::TestEnv;
-use support::stateless_llm::StatelessLlm;
+use support::words;
 use uuid::Uuid;
 
 use crate::{create, every, support, tasks, wait_fires, wait_tasks_ended};
@@ -118,7 +118,7 @@ async fn first_batch(env: &TestEnv, id: Uuid) -> Vec<(DateTime<Utc>, String, Dat
 
 #[tokio::test]
 async fn after_every_worker_was_down_latest_runs_one_none_none_and_all_each() {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let base_url = llm.base_url();
     let mut env = TestEnv::without_worker(move |s| s.llm.base_url = base_url).await;
     let agent = env.agent(None, None).await;

@@ -1,6 +1,7 @@
 //! An isolated agentd environment for one integration test: a fresh database, uniquely named
-//! queues and exchanges on the local RabbitMQ, a scripted fake LLM over real HTTP, and the
-//! real worker (`agentd::worker::run`) running in this process against all three.
+//! queues and exchanges on the local RabbitMQ, the scripted model over real HTTP
+//! (`agentd::scripted_model`, scripted per test), and the real worker (`agentd::worker::run`)
+//! running in this process against all three.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,13 +15,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::fake_llm::FakeLlm;
+use agentd::scripted_model::ScriptedModel;
 
-/// A running worker with its own database, broker names and fake LLM.
+/// A running worker with its own database, broker names and scripted model.
 pub struct TestEnv {
     pub settings: Settings,
     pub pool: PgPool,
-    pub fake: FakeLlm,
+    /// The scripted model `llm.base_url` points at.
+    pub fake: ScriptedModel,
     pub publisher: agentd::amqp::Publisher,
     broker: std::sync::Arc<agentd::amqp::Broker>,
     events: lapin::Consumer,
@@ -32,7 +34,7 @@ pub struct TestEnv {
 }
 
 /// Settings for a test: unique names, fast retries, pointing at `fake`.
-pub fn test_settings(fake: &FakeLlm) -> Settings {
+pub fn test_settings(fake: &ScriptedModel) -> Settings {
     let mut settings =
         Settings::load_from(Path::new("config/default.toml"), None).expect("config/default.toml");
     let suffix = Uuid::new_v4().simple().to_string()[..12].to_owned();
@@ -47,7 +49,7 @@ pub fn test_settings(fake: &FakeLlm) -> Settings {
 }
 
 impl TestEnv {
-    /// Starts a fake LLM and a worker with default test settings.
+    /// Starts a scripted model and a worker with default test settings.
     pub async fn start() -> Self {
         Self::start_with(|_| {}).await
     }
@@ -86,10 +88,12 @@ impl TestEnv {
         env
     }
 
-    /// The database, broker names and fake LLM, but no worker: the test runs its own (for
-    /// example the real binary as a child process, see `process.rs`).
+    /// The database, broker names and scripted model, but no worker: the test runs its own
+    /// (for example the real binary as a child process, see `process.rs`).
     pub async fn without_worker(adjust: impl FnOnce(&mut Settings)) -> Self {
-        let fake = FakeLlm::start().await;
+        let fake = ScriptedModel::start()
+            .await
+            .expect("the scripted model starts");
         let mut settings = test_settings(&fake);
         adjust(&mut settings);
         let pool = store::prepare(&settings.database.url, 4)

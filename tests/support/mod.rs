@@ -1,6 +1,5 @@
-pub mod fake_llm;
 pub mod gateway;
 pub mod harness;
 pub mod process;
 pub mod schema;
-pub mod stateless_llm;
+pub mod words;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::support::fake_llm::{FakeReply, answer_reply, seed_object};
 use super::support::harness::TestEnv;
+use agentd::scripted_model::{ModelReply, answer_reply, seed_object};
 
 /// A refused step ends its task this fast (it took minutes, through the delivery limit).
 const REFUSED_TASK_ENDS_WITHIN: Duration = Duration::from_secs(10);
@@ -48,9 +48,9 @@ async fn nul_in_a_reply_and_in_tool_arguments_is_stored_as_u_fffd_and_asked_once
     ];
     // The answer: the escape inside the JSON, and a raw NUL in the prose before it.
     let answer = seed_object("ANSWER", json!({"answer": "done\u{0}"}));
-    let answer = FakeReply::content(format!("\u{0}{answer}"));
+    let answer = ModelReply::content(format!("\u{0}{answer}"));
     let replies = vec![
-        FakeReply::raw_body(200, tool_calls_body(&calling, &calls)),
+        ModelReply::raw_body(200, tool_calls_body(&calling, &calls)),
         answer,
     ];
     env.fake.script(marker, replies);
@@ -106,8 +106,8 @@ async fn repeated_and_empty_tool_call_ids_run_under_ids_of_their_own() {
     ];
     let second = [("dup", "calculate", expression("4+4"))];
     let replies = vec![
-        FakeReply::raw_body(200, tool_calls_body(&calling, &first)),
-        FakeReply::raw_body(200, tool_calls_body(&calling, &second)),
+        ModelReply::raw_body(200, tool_calls_body(&calling, &first)),
+        ModelReply::raw_body(200, tool_calls_body(&calling, &second)),
         answer_reply("20"),
     ];
     env.fake.script(marker, replies);
@@ -153,7 +153,7 @@ async fn a_step_the_database_refuses_ends_the_task_failed_without_asking_again()
     let marker = "outside-text-refused";
     let mut reflecting = seed_object("REFLECT", json!({"summary": "so far"}));
     reflecting["thought"] = json!("poison");
-    let mut replies = vec![FakeReply::json(reflecting), answer_reply("never stored")];
+    let mut replies = vec![ModelReply::json(reflecting), answer_reply("never stored")];
     // What a task taken up again would ask for.
     replies.extend((0..4).map(|_| answer_reply("asked again")));
     env.fake.script(marker, replies);
@@ -203,7 +203,7 @@ async fn a_streamed_reply_holding_nul_stores_its_deltas_as_u_fffd() {
     let answer = seed_object("ANSWER", json!({"answer": "streamed"}));
     env.fake.script(
         marker,
-        vec![FakeReply::content(format!("\u{0}{answer}\u{0}"))],
+        vec![ModelReply::content(format!("\u{0}{answer}\u{0}"))],
     );
     let task_id = Uuid::now_v7();
     let body = json!({"task_id": task_id, "agent_id": agent, "input": marker, "stream": true});
@@ -230,8 +230,8 @@ async fn a_provider_error_holding_nul_is_stored_as_u_fffd() {
     let agent = env.agent(None, None).await;
     let marker = "outside-text-llm-error";
     let replies = vec![
-        FakeReply::status(500, "overloaded\u{0}"),
-        FakeReply::status(400, "bad\u{0}request"),
+        ModelReply::status(500, "overloaded\u{0}"),
+        ModelReply::status(400, "bad\u{0}request"),
     ];
     env.fake.script(marker, replies);
     let task_id = env.submit(agent, marker).await;

@@ -1,4 +1,4 @@
-//! The fake's streaming mode: a scripted 200 completion re-encoded as the Server-Sent
+//! The model's streaming mode: a scripted 200 completion re-encoded as the Server-Sent
 //! Events an OpenAI-compatible provider sends for `"stream": true`. The content is split
 //! every [`CONTENT_PIECE`] characters, each tool call is sent as a first fragment with
 //! index, id and name and then its arguments in pieces of [`ARGUMENT_PIECE`] characters, a
@@ -44,12 +44,12 @@ pub fn frames(body: &Value, end: &StreamEnd) -> Option<Vec<String>> {
     let id = body
         .get("id")
         .cloned()
-        .unwrap_or_else(|| json!("chatcmpl-fake"));
+        .unwrap_or_else(|| json!("chatcmpl-scripted"));
     let chunk = |delta: Value, finish: Option<Value>| {
         let choice = json!({"index": 0, "delta": delta, "finish_reason": finish});
         data(
             &json!({"id": id, "object": "chat.completion.chunk", "created": 0,
-                     "model": "fake-llm", "choices": [choice]}),
+                     "model": "scripted-model", "choices": [choice]}),
         )
     };
     let mut frames = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
@@ -60,7 +60,7 @@ pub fn frames(body: &Value, end: &StreamEnd) -> Option<Vec<String>> {
     }
     if let StreamEnd::Error(message) = end {
         frames.push(data(
-            &json!({"error": {"message": message, "type": "fake_stream_error"}}),
+            &json!({"error": {"message": message, "type": "scripted_stream_error"}}),
         ));
         return Some(frames);
     }
@@ -115,7 +115,7 @@ pub fn endless(body: &Value) -> Response {
         .unwrap_or("token ");
     let choice = json!({"index": 0, "delta": {"content": content}, "finish_reason": null});
     let frame = Bytes::from(data(&json!({"id": "chatcmpl-endless",
-        "object": "chat.completion.chunk", "created": 0, "model": "fake-llm",
+        "object": "chat.completion.chunk", "created": 0, "model": "scripted-model",
         "choices": [choice]})));
     let stream = futures::stream::repeat_with(move || Ok::<_, Infallible>(frame.clone()));
     event_stream(Body::from_stream(stream))
