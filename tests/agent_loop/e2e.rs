@@ -1,12 +1,9 @@
 //! End-to-end: tasks published to the real local RabbitMQ, run by the real worker against a
 //! scripted fake LLM over real HTTP, traced in a fresh PostgreSQL database.
 
-#[allow(dead_code)]
-mod support;
-
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, plan_reply};
 use serde_json::{Value, json};
-use support::harness::TestEnv;
 
 fn types(events: &[Value]) -> Vec<String> {
     events

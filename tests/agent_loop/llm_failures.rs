@@ -2,14 +2,11 @@
 //! one llm_calls row per attempt), fatal ones end the task `failed` with the provider's
 //! message, and the budget of recursions is enforced.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::{ModelReply, answer_reply, reflect_reply};
 use serde_json::json;
-use support::harness::TestEnv;
 
 async fn llm_statuses(env: &TestEnv, task_id: uuid::Uuid) -> Vec<(i32, String)> {
     sqlx::query_as("SELECT attempt, status FROM llm_calls WHERE task_id = $1 ORDER BY id")

@@ -1,19 +1,16 @@
 //! The loop as seeds 003 and 004 describe it, end to end: parallel tool calls, tool and
 //! recursion timeouts, context compaction within the budget, token streaming, conversations.
 
-#[allow(dead_code)]
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::harness::TestEnv;
 use agentd::core::limits::estimate_request_tokens;
 use agentd::core::types::{ChatMessage, Role, ToolSpec};
 use agentd::ports::{ToolCallContext, ToolOutput, ToolSource};
 use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply};
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 /// Tools written for these tests: `sleep_ms` waits, `big_output` returns a long text.

@@ -5,20 +5,17 @@
 //! coming back, the HTTP transport, tool effects from annotations and configuration, the
 //! idempotency key in the request's `_meta`, and `agentd tools`.
 
-#[allow(dead_code)]
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::harness::{self, TestEnv};
 use agentd::config::{McpServerSettings, ToolsSettings};
 use agentd::core::types::{ToolCallRequest, ToolEffect};
 use agentd::ports::ToolCallContext;
 use agentd::scripted_model::{answer_reply, call_tool_reply};
 use agentd::tools::ToolRegistry;
 use serde_json::{Value, json};
-use support::harness::{self, TestEnv};
 use uuid::Uuid;
 
 const PID_ENV: &str = "AGENTD_TEST_MCP_PID_FILE";

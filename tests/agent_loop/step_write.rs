@@ -3,12 +3,9 @@
 //! and not at all when it is not; the task's end clears checkpoint and lease; a new task is
 //! recorded and taken in one statement only when its agent exists and its row is new.
 
-#[allow(dead_code)]
-mod support;
-
-#[path = "step_write/unicode.rs"]
 mod unicode;
 
+use crate::support::harness::TestEnv;
 use agentd::core::machine::RecursionRecord;
 use agentd::core::state::RecursionStatus;
 use agentd::core::types::ToolCallResult;
@@ -18,7 +15,6 @@ use agentd::store::trace::LlmCallRow;
 use chrono::Utc;
 use serde_json::json;
 use sqlx::PgPool;
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 fn tool_call(id: &str, result: &str) -> ToolCallResult {

@@ -3,15 +3,11 @@
 //! never fails the task; take_memo lands in the state snapshot's memory. NUL and repeated
 //! tool-call ids from a model, and a step the database refuses: `outside_text`.
 
-#[allow(dead_code)]
-mod support;
-
-#[path = "worker_tools/outside_text.rs"]
 mod outside_text;
 
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, seed_object};
 use serde_json::{Value, json};
-use support::harness::TestEnv;
 
 #[tokio::test]
 async fn failing_tool_calls_are_fed_back_and_the_task_goes_on() {

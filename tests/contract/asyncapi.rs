@@ -3,16 +3,13 @@
 //! and the harness's event check (support/schema.rs, run on every event the integration
 //! tests observe) really rejects events that break the document.
 
-#[allow(dead_code)]
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::schema::{assert_valid_event, event_problems};
 use agentd::contract::events::TaskCompleted;
 use agentd::contract::{Event, EventData};
 use serde_json::{Value, json};
-use support::schema::{assert_valid_event, event_problems};
 use uuid::Uuid;
 
 fn committed() -> String {
@@ -22,7 +19,7 @@ fn committed() -> String {
 
 /// `agentd ARGS` run in an empty directory (no config/default.toml to find).
 fn agentd(args: &[&str]) -> std::process::Output {
-    let dir = support::harness::scratch_dir("asyncapi");
+    let dir = crate::support::harness::scratch_dir("asyncapi");
     let output = Command::new(env!("CARGO_BIN_EXE_agentd"))
         .args(args)
         .current_dir(&dir)

@@ -3,15 +3,12 @@
 //! task_id published twice runs once, and a message naming another agent's task is refused;
 //! cancel works in the queue, inside an LLM call and inside a retry wait.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::{ModelReply, answer_reply};
 use lapin::BasicProperties;
 use serde_json::json;
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 #[tokio::test]

@@ -4,13 +4,8 @@
 //! up in an error or a `Debug` print. Streaming (SSE) is tested in `llm_client/streaming.rs`,
 //! the size bounds, redirects and URL passwords in `llm_client/bounds.rs`.
 
-#[allow(dead_code)]
-mod support;
-
-#[path = "llm_client/streaming.rs"]
 mod streaming;
 
-#[path = "llm_client/bounds.rs"]
 mod bounds;
 
 use std::time::{Duration, Instant};

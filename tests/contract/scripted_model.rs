@@ -4,9 +4,6 @@
 //! state snapshot extraction, exhausted and missing scripts, concurrent requests, the SSE
 //! answers to stream requests, and the tests' word script.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::{Duration, Instant};
 
 use agentd::scripted_model::{

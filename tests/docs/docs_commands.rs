@@ -7,15 +7,12 @@
 //! shell variables `TASK` and `DEMO` of the blocks before. A block that fails fails the test
 //! with the output.
 
-#[allow(dead_code)]
-mod support;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use support::harness::{TestEnv, free_local_addr};
-use support::process::env_for;
+use crate::support::harness::{TestEnv, free_local_addr};
+use crate::support::process::env_for;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 

@@ -4,16 +4,13 @@
 //! its terminal event; `submit` gets the task's outcome on its reply queue. Under `CI=true` a
 //! missing interpreter or library fails the test; elsewhere it is skipped with the reason.
 
-#[allow(dead_code)]
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::{answer_reply, call_tool_reply};
 use serde_json::Value;
-use support::harness::TestEnv;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use uuid::Uuid;

@@ -4,17 +4,14 @@
 //! control messages published while no worker runs are applied before any task is taken,
 //! one that can never be applied dropped without holding up the others.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::harness::{TestEnv, assert_whole_stream};
+use crate::support::words::{self, ByInput};
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Cancel, Inject};
 use agentd::scripted_model::ScriptedModel;
 use serde_json::{Value, json};
-use support::harness::{TestEnv, assert_whole_stream};
-use support::words::{self, ByInput};
 use uuid::Uuid;
 
 async fn env_with(llm: &ScriptedModel, concurrency: u16) -> TestEnv {

@@ -2,14 +2,11 @@
 //! task whose worker died and whose message is gone is re-enqueued by the reconciler and
 //! completes exactly once, resuming from its checkpoint.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::harness::{TestEnv, assert_whole_stream};
-use support::process::WorkerProcess;
-use support::words;
+use crate::support::harness::{TestEnv, assert_whole_stream};
+use crate::support::process::WorkerProcess;
+use crate::support::words;
 
 #[tokio::test]
 async fn a_running_task_whose_message_is_gone_is_re_enqueued_and_completes() {

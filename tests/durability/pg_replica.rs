@@ -18,12 +18,8 @@
 //! skipped with the reason, except under `CI=true`, where it fails.
 //!
 //! ```sh
-//! cargo test --test pg_replica -- --nocapture
+//! cargo test --test durability pg_replica -- --nocapture
 //! ```
-
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
 
 mod replica;
 
@@ -35,11 +31,11 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
+use crate::support::process::env_for;
 use agentd::scripted_model::answer_reply;
 use replica::{Replica, caught_up, set_paused};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
-use support::process::env_for;
 
 /// Longest a CLI command may take before the test calls it a hang.
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);

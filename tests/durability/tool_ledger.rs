@@ -5,17 +5,14 @@
 //! again under the same key; a side-effecting call cut short is not run again: its state is
 //! `unknown` and the model is told so.
 
-#[allow(dead_code)]
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::support::harness::{self, TestEnv};
+use crate::support::process::WorkerProcess;
+use crate::support::words;
 use agentd::scripted_model::ScriptedModel;
 use serde_json::Value;
-use support::harness::{self, TestEnv};
-use support::process::WorkerProcess;
-use support::words;
 use uuid::Uuid;
 
 /// A worker environment whose config file adds the test MCP server as `t`, recording

@@ -2,17 +2,14 @@
 //! signalled, raced and cut off from its broker, against the local RabbitMQ and PostgreSQL.
 //! Each test names the invariant it checks.
 
-#[allow(dead_code)]
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::harness::{self, TestEnv};
+use crate::support::process::WorkerProcess;
+use crate::support::words::{self, ByInput};
 use agentd::scripted_model::ScriptedModel;
 use serde_json::Value;
-use support::harness::{self, TestEnv};
-use support::process::WorkerProcess;
-use support::words::{self, ByInput};
 use uuid::Uuid;
 
 /// Settings shared by these tests: a short lease so a dead worker's tasks come back fast.

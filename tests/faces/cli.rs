@@ -8,10 +8,6 @@
 //! keys, pending approvals in `trace` and `agentd approvals`, and a replay with nothing to
 //! replay logging no error.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
-
 mod setup;
 mod tasks;
 
@@ -19,9 +15,9 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use crate::support::harness::TestEnv;
+use crate::support::process::env_for;
 use agentd::config::Settings;
-use support::harness::TestEnv;
-use support::process::env_for;
 use uuid::Uuid;
 
 /// Longest a command that must end on its own may take (start-up, connections, a loaded

@@ -17,17 +17,14 @@
 //! variables, and it fails on what it does not understand (a `{__name__=...}` selector)
 //! rather than skip a name.
 
-#[allow(dead_code)]
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::harness::{self, TestEnv};
+use crate::support::process::WorkerProcess;
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
-use support::harness::{self, TestEnv};
-use support::process::WorkerProcess;
 use uuid::Uuid;
 use yaml_rust2::{Yaml, YamlLoader};
 

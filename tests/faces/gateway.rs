@@ -5,10 +5,6 @@
 //! (`bounds`); the OpenAPI document checked by schemathesis (`schemathesis`) and against a
 //! real task's answers (`documented`).
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
-
 mod api;
 mod bounds;
 mod documented;
@@ -19,10 +15,10 @@ mod stream;
 
 use std::time::Duration;
 
+use crate::support::gateway::SseEvent;
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply};
 use serde_json::json;
-use support::gateway::SseEvent;
-use support::harness::TestEnv;
 
 /// Plan (2 steps), calculate 6*7, answer: 13 events.
 pub fn script_plan_calc_answer(env: &TestEnv, marker: &str, delay: Duration) {

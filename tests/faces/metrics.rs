@@ -3,16 +3,13 @@
 //! message that is dead-lettered) showing the counters and histograms moved; and, from the
 //! real binary, an MCP server connected at start reported up from the first scrape.
 
-#[allow(dead_code)]
-mod support;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::harness::{self, TestEnv};
+use crate::support::process::WorkerProcess;
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::json;
-use support::harness::{self, TestEnv};
-use support::process::WorkerProcess;
 use uuid::Uuid;
 
 /// `name{labels sorted}` → value, from Prometheus text format.

@@ -12,22 +12,19 @@
 //! standard variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, `..._HEADERS`, `OTEL_SERVICE_NAME`)
 //! exports its trace to a minimal OTLP/HTTP receiver written here.
 
-#[allow(dead_code)]
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::harness::{TestEnv, free_local_addr, http_get, scratch_dir};
+use crate::support::process::WorkerProcess;
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Pause, Resume};
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
-use support::harness::{TestEnv, free_local_addr, http_get, scratch_dir};
-use support::process::WorkerProcess;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 

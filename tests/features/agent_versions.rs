@@ -5,20 +5,17 @@
 //! the canary takes the tasks the chooser says, and a named version or channel wins; an
 //! unknown one rejects the task; the CLI and the gateway routes; Unicode with NUL stored.
 
-#[allow(dead_code)]
-mod support;
-
 use std::process::{Command, Output};
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
+use crate::support::process::{WorkerProcess, env_for};
 use agentd::core::versions::{Requested, choose};
 use agentd::scripted_model::{answer_reply, call_tool_reply};
 use agentd::store::versions::{self, Draft};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value, json};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
-use support::process::{WorkerProcess, env_for};
 use uuid::Uuid;
 
 /// An agent made the v1 way, in one plain INSERT (so it has exactly version 1).
@@ -522,7 +519,7 @@ async fn the_cli_publishes_promotes_canaries_rolls_back_and_diffs() {
 }
 
 fn agentd_scratch(name: &str, text: &str) -> String {
-    let dir = support::harness::scratch_dir("agent-versions");
+    let dir = crate::support::harness::scratch_dir("agent-versions");
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write scratch file");
     path.display().to_string()

@@ -6,12 +6,12 @@
 //! CLI, the binary killed) completes the task once a worker starts, the gateway's routes
 //! decide and list, and a decision holding NUL is stored as U+FFFD.
 
-#[allow(dead_code)]
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
+use crate::support::process::{WorkerProcess, env_for};
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Approval;
@@ -20,9 +20,6 @@ use agentd::scripted_model::{answer_reply, call_tool_reply};
 use agentd::worker::approvals::{Decided, decide};
 use agentd::worker::unheld::Sink;
 use serde_json::{Value, json};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
-use support::process::{WorkerProcess, env_for};
 use uuid::Uuid;
 
 /// Gates `calculate` (by a glob) for `agent`, with an optional timeout and expiry action.

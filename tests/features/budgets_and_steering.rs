@@ -2,19 +2,16 @@
 //! routes and task state) with the real worker, the fake LLM over HTTP, RabbitMQ and
 //! PostgreSQL. Every fake reply reports 11 prompt and 7 completion tokens: 18 per LLM call.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Inject, Pause, Resume};
 use agentd::core::budget::{Budget, Price};
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, reflect_reply};
 use serde_json::{Value, json};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 /// USD per million tokens for the test agent's model: 11 × 1000 + 7 × 2000 = 0.025 $/call.

@@ -5,17 +5,14 @@
 //! run in publish order, a parked turn can be cancelled, and the `reject` policy ends a
 //! turn that arrives while another runs.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::Duration;
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
 use agentd::contract::TaskMessage;
 use agentd::scripted_model::{ModelReply, answer_reply};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 

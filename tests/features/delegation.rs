@@ -5,16 +5,13 @@
 //! tree; cancelling the parent cancels the child; a parent whose worker dies while its child
 //! runs still gets the answer.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::Duration;
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
+use crate::support::process::WorkerProcess;
 use agentd::scripted_model::{answer_reply, call_tool_reply, reflect_reply};
 use serde_json::{Value, json};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
-use support::process::WorkerProcess;
 use uuid::Uuid;
 
 /// A boss agent that may delegate to a helper agent: (boss, helper).

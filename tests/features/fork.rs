@@ -4,16 +4,13 @@
 //! anything before N again; its first recursion is numbered N, its rows are ordinary rows
 //! pointing back at the original; the gateway route answers like `POST /v1/tasks`.
 
-#[allow(dead_code)]
-mod support;
-
 use std::process::Command;
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
+use crate::support::process::env_for;
 use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply, reflect_reply};
 use serde_json::json;
-use support::gateway::Gateway;
-use support::harness::TestEnv;
-use support::process::env_for;
 use uuid::Uuid;
 
 async fn count(env: &TestEnv, sql: &str, task_id: Uuid) -> i64 {

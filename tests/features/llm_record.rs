@@ -3,15 +3,12 @@
 //! PostgreSQL (`llm_calls`, the view `llm_call_bodies`, `llm_request_text`) and through the
 //! gateway, compared with the bytes the fake received.
 
-#[allow(dead_code)]
-mod support;
-
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
 use agentd::llm::Secret;
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, plan_reply};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 const KEY: &str = "sk-record-test-key-0123456789";

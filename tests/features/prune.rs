@@ -2,13 +2,10 @@
 //! `store::prune` remove old ended tasks with every trace row, in batches, and leave
 //! running, pending and recent tasks alone; `--dry-run` removes nothing.
 
-#[allow(dead_code)]
-mod support;
-
+use crate::support::harness::TestEnv;
 use agentd::store::prune::{self, PruneCounts, PruneRequest};
 use chrono::Duration;
 use sqlx::PgPool;
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 /// Inserts a task with `status`, created and (when ended) finished `days_ago`, with one

@@ -7,19 +7,16 @@
 //! against the recursion's timeout.
 //!
 //! `limit_throughput_with_200_tasks` (ignored: about 35 s) measures the throughput against
-//! the limit: `cargo test --test rate_limits -- --ignored --nocapture`.
-
-#[allow(dead_code)]
-mod support;
+//! the limit: `cargo test --test features rate_limits -- --ignored --nocapture`.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::harness::TestEnv;
 use agentd::core::rate_limit::RateLimit;
 use agentd::scripted_model::{ModelReply, ScriptedModel, answer_reply};
 use serde_json::json;
-use support::harness::TestEnv;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 

@@ -4,15 +4,12 @@
 //! `forked_from_iteration = 0`) that runs like any task, the rate bounds how fast they are
 //! enqueued, and a task replayed once is skipped next time unless `--again`.
 
-#[allow(dead_code)]
-mod support;
-
 use std::process::{Command, Output};
 use std::time::Instant;
 
+use crate::support::harness::TestEnv;
+use crate::support::process::env_for;
 use agentd::scripted_model::{ModelReply, answer_reply};
-use support::harness::TestEnv;
-use support::process::env_for;
 use uuid::Uuid;
 
 fn agentd(env: &TestEnv, args: &[&str]) -> Output {

@@ -4,12 +4,10 @@
 //! its message was read, and a reply owed by a worker that died before sending it. And
 //! `agentd submit --wait` waits on its own reply queue.
 
-#[allow(dead_code)]
-mod support;
-
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::harness::TestEnv;
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Cancel;
@@ -17,7 +15,6 @@ use agentd::scripted_model::answer_reply;
 use futures::StreamExt;
 use lapin::Consumer;
 use serde_json::{Value, json};
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 /// One reply: its correlation_id, its AMQP `type` and `message_id`, and its body.
@@ -241,7 +238,7 @@ async fn submit_wait_prints_the_answer_from_its_reply_queue() {
     let output = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_agentd"))
             .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .envs(support::process::env_for(&settings))
+            .envs(crate::support::process::env_for(&settings))
             .args([
                 "submit",
                 "--agent",

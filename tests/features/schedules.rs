@@ -4,10 +4,6 @@
 //! daily cap, a DST change driven through `scheduler::tick` with a clock the test sets),
 //! the gateway's `/v1/schedules` and `/v1/tasks`, the page's data, and the CLI's answers.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
-
 mod clock;
 mod faces;
 mod fleet;
@@ -16,11 +12,11 @@ mod overlap;
 
 use std::time::Duration;
 
+use crate::support::harness::TestEnv;
 use agentd::scheduler::manage;
 use agentd::scheduler::spec::Draft;
 use agentd::store::schedules::ScheduleRow;
 use chrono::{DateTime, Utc};
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 /// Longest a bounded wait in these tests takes before it fails: a tick is a second, a

@@ -3,17 +3,14 @@
 //! LLM calls; one that obeys the nudge completes; a poll whose result changes never stalls;
 //! `pause` makes the task wait (reason `stalled`) until a `resume`.
 
-#[allow(dead_code)]
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::harness::TestEnv;
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resume;
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
-use support::harness::TestEnv;
 use uuid::Uuid;
 
 /// An agent with `agents.stall` = `stall`.

@@ -6,12 +6,12 @@
 //! control message resumes it at once, the model gets the given result, and the tool never
 //! runs twice; a second resolution changes nothing.
 
-#[allow(dead_code)]
-mod support;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::support::harness::{self, TestEnv};
+use crate::support::process::WorkerProcess;
+use crate::support::words;
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resolve;
@@ -20,9 +20,6 @@ use agentd::scripted_model::ScriptedModel;
 use agentd::worker::resolutions::{Outcome, resolve, resolve_verified};
 use agentd::worker::unheld::Sink;
 use serde_json::{Value, json};
-use support::harness::{self, TestEnv};
-use support::process::WorkerProcess;
-use support::words;
 use uuid::Uuid;
 
 async fn state_of(env: &TestEnv, task_id: Uuid) -> (String, Option<String>) {

@@ -8,13 +8,13 @@
 //! belongs to the agent of its first turn; and a cancel for an id no message brings leaves
 //! a tombstone only for `control.tombstone_secs`.
 
-#[allow(dead_code)]
-mod support;
-
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::{self, TestEnv};
+use crate::support::process::env_for;
 use agentd::config::{Settings, Signer};
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Approval, Cancel, Inject, Pause};
@@ -23,9 +23,6 @@ use agentd::llm::secret::Secret;
 use agentd::scripted_model::{answer_reply, call_tool_reply, reflect_reply};
 use lapin::types::FieldTable;
 use serde_json::{Value, json};
-use support::gateway::Gateway;
-use support::harness::{self, TestEnv};
-use support::process::env_for;
 use uuid::Uuid;
 
 const OPS_SECRET: &str = "ops-secret-0123456789";
@@ -176,7 +173,7 @@ async fn an_unsigned_or_wrongly_signed_approval_changes_nothing_and_a_signed_one
     assert_eq!(decided[0]["data"]["verified_by"], "ops");
     assert_eq!(decided[0]["data"]["by"], "bea");
 
-    // Each refusal counted once, by reason (at least: tests of this binary share the recorder).
+    // Each refusal counted once, by reason (at least: the tests of this binary share the recorder).
     let (status, scrape) = harness::http_get(&metrics, "/metrics").await;
     assert_eq!(status, 200);
     let rejected = |reason: &str| {

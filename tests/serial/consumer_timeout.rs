@@ -1,18 +1,15 @@
 //! A task that runs longer than RabbitMQ's consumer timeout completes exactly once. This test
 //! lowers the broker-wide `consumer_timeout` (and the channel tick that enforces it) with
-//! `rabbitmqctl eval`, so it lives in its own test binary: cargo runs test binaries one after
-//! another, and the settings are restored when it ends.
-
-#[allow(dead_code)]
-mod support;
+//! `rabbitmqctl eval`, so it runs alone (the `serial` tier: no other test runs meanwhile),
+//! and the settings are restored when it ends.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::harness::TestEnv;
+use crate::support::process::WorkerProcess;
+use crate::support::words::{self, ByInput};
 use serde_json::Value;
-use support::harness::TestEnv;
-use support::process::WorkerProcess;
-use support::words::{self, ByInput};
 
 fn rabbit_env(key: &str, value: u64) {
     let expr = format!("application:set_env(rabbit, {key}, {value}).");
@@ -35,6 +32,7 @@ impl Drop for Restore {
 
 #[tokio::test]
 async fn a_task_longer_than_the_consumer_timeout_completes_exactly_once() {
+    let _alone = crate::alone().await;
     let llm = words::start().await;
     let base_url = llm.base_url();
     let env = TestEnv::without_worker(move |s| {

@@ -1,18 +1,17 @@
 //! Structured logs: with `log.format = "json"` (installed exactly as the binary does, but
 //! writing into a buffer), every log line a task produces carries its task_id, and every
 //! line produced inside a recursion (LLM attempts and retries, tool calls, MCP calls) also
-//! carries the recursion's trace_id.
-
-#[allow(dead_code)]
-mod support;
+//! carries the recursion's trace_id. The subscriber is the process's global one, so the test
+//! runs alone (the `serial` tier): another test's worker would log lines of its own tasks
+//! into the buffer.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::support::harness::{self, TestEnv};
 use agentd::config::{LogFormat, LogSettings};
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
-use support::harness::{self, TestEnv};
 
 /// A log writer appending to a shared buffer.
 struct Capture(Arc<Mutex<Vec<u8>>>);
@@ -49,6 +48,7 @@ fn message(line: &Value) -> &str {
 
 #[tokio::test]
 async fn task_lines_carry_task_id_and_recursion_lines_trace_id() {
+    let _alone = crate::alone().await;
     let buffer = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&buffer);
     let log = LogSettings {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::support::harness::TestEnv;
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::{ModelReply, answer_reply, seed_object};
 
 /// A refused step ends its task this fast (it took minutes, through the delivery limit).

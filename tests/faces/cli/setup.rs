@@ -7,9 +7,9 @@ use std::process::Stdio;
 
 use uuid::Uuid;
 
+use super::{agentd, agentd_in, stderr, stdout};
 use crate::support::harness::TestEnv;
 use crate::support::process::env_for;
-use crate::{agentd, agentd_in, stderr, stdout};
 use agentd::scripted_model::answer_reply;
 
 #[tokio::test]

@@ -7,9 +7,9 @@ use std::time::Duration;
 use serde_json::json;
 use uuid::Uuid;
 
+use super::{agentd, ended_task, queued, stderr, stdout, wait_for_worker};
 use crate::support::harness::TestEnv;
 use crate::support::process::env_for;
-use crate::{agentd, ended_task, queued, stderr, stdout, wait_for_worker};
 use agentd::scripted_model::{answer_reply, call_tool_reply};
 
 #[tokio::test]

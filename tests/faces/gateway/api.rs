@@ -1,13 +1,11 @@
 //! The JSON API around the stream: tokens and the loopback rule, the OpenAPI document,
 //! the error shape, agents and their paged history.
 
+use crate::support::gateway::{Gateway, SseStream, expect_json};
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::answer_reply;
 use serde_json::{Value, json};
-use support::gateway::{Gateway, SseStream, expect_json};
-use support::harness::TestEnv;
 use uuid::Uuid;
-
-use crate::support;
 
 #[tokio::test]
 async fn configured_tokens_are_required() {

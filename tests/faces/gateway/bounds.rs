@@ -8,13 +8,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use support::gateway::{Gateway, SseStream};
-use support::harness::TestEnv;
+use crate::support::gateway::{Gateway, SseStream};
+use crate::support::harness::TestEnv;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use uuid::Uuid;
 
-use crate::{assert_gapless_from, support};
+use super::assert_gapless_from;
 
 /// How long a test waits for the gateway to reach the state it checks (2 cores, loaded).
 const SETTLE: Duration = Duration::from_secs(20);

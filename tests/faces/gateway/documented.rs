@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
 use jsonschema::{Draft, Registry};
 use serde_json::{Value, json};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
 
-use crate::{script_plan_calc_answer, support};
+use super::script_plan_calc_answer;
 
 const DOC: &str = "urn:agentd:openapi";
 

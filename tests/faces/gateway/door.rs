@@ -2,12 +2,10 @@
 //! with NUL as U+FFFD (`core::storable`) and the request succeeds, instead of a 202 for a
 //! task that never appears or a 500 for an agent.
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::answer_reply;
 use serde_json::json;
-use support::gateway::Gateway;
-use support::harness::TestEnv;
-
-use crate::support;
 
 #[tokio::test]
 async fn nul_in_a_task_s_input_and_constraints_is_stored_and_the_task_runs() {

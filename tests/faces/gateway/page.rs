@@ -5,12 +5,10 @@
 
 use std::time::Duration;
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::ModelReply;
 use serde_json::{Value, json};
-use support::gateway::Gateway;
-use support::harness::TestEnv;
-
-use crate::support;
 
 /// A seed-002 reply with readable texts (for the screenshot).
 fn reply(action: &str, output: Value, texts: [&str; 3]) -> Value {

@@ -12,11 +12,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use support::gateway::Gateway;
-use support::harness::{TestEnv, scratch_dir};
+use crate::support::gateway::Gateway;
+use crate::support::harness::{TestEnv, scratch_dir};
 use tokio::process::Command;
-
-use crate::support;
 
 /// Generated requests per operation and phase: enough to find drift, some 10 to 40 s on
 /// two loaded cores.

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
+use crate::support::gateway::{Gateway, SseEvent, SseStream, expect_json};
+use crate::support::harness::TestEnv;
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply, plan_reply};
 use serde_json::{Value, json};
-use support::gateway::{Gateway, SseEvent, SseStream, expect_json};
-use support::harness::TestEnv;
 use uuid::Uuid;
 
-use crate::{assert_gapless_from, script_plan_calc_answer, support};
+use super::{assert_gapless_from, script_plan_calc_answer};
 
 /// GET /v1/tasks/{id} of a finished script_plan_calc_answer task.
 fn assert_plan_calc_answer_trace(detail: &Value) {

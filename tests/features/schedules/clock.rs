@@ -3,15 +3,15 @@
 //! spring and autumn DST changes, `buffer_one` keeping one fire and releasing it when the
 //! previous task ends, and the daily cap.
 
+use crate::support::harness::TestEnv;
 use agentd::core::schedule::fire_task_id;
 use agentd::scheduler::fire::Outlet;
 use agentd::scheduler::spec::Draft;
 use agentd::scheduler::tick::{TickReport, tick};
 use chrono::{DateTime, TimeDelta, Utc};
-use support::harness::TestEnv;
 use uuid::Uuid;
 
-use crate::{at, create, every, fires, support, tasks};
+use super::{at, create, every, fires, tasks};
 
 /// Ticks at `from`, `from + step`, ... up to `until`, each fire on time within `grace`.
 async fn tick_through(

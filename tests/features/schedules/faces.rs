@@ -7,16 +7,16 @@
 use std::path::Path;
 use std::process::Output;
 
+use crate::support::gateway::{Gateway, expect_json};
+use crate::support::harness::TestEnv;
+use crate::support::process::env_for;
 use agentd::core::schedule::fire_task_id;
 use chrono::{DateTime, Utc};
 use jsonschema::{Draft, Registry};
 use serde_json::{Value, json};
-use support::gateway::{Gateway, expect_json};
-use support::harness::TestEnv;
-use support::process::env_for;
 use uuid::Uuid;
 
-use crate::{support, tasks};
+use super::tasks;
 
 const DOC: &str = "urn:agentd:openapi";
 
@@ -245,7 +245,7 @@ async fn agentd(env: &TestEnv, args: &[&str]) -> Output {
         .envs(env_for(&env.settings))
         .args(args)
         .kill_on_drop(true);
-    tokio::time::timeout(crate::WAIT * 3, command.output())
+    tokio::time::timeout(super::WAIT * 3, command.output())
         .await
         .expect("the command ends")
         .expect("agentd runs")

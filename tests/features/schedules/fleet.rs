@@ -6,13 +6,13 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::harness::TestEnv;
+use crate::support::process::WorkerProcess;
+use crate::support::words;
 use agentd::core::schedule::fire_task_id;
 use chrono::{DateTime, TimeDelta, Utc};
-use support::harness::TestEnv;
-use support::process::WorkerProcess;
-use support::words;
 
-use crate::{WAIT, create, every, fires, support, tasks, wait_fires, wait_tasks_ended};
+use super::{WAIT, create, every, fires, tasks, wait_fires, wait_tasks_ended};
 
 /// The OS pid of the process whose session holds the scheduler lock in the test's database
 /// (its `application_name` says `agentd scheduler pid=PID ...`).

@@ -6,15 +6,14 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use crate::support::gateway::Gateway;
+use crate::support::harness::TestEnv;
+use crate::support::process::env_for;
 use chrono::{TimeDelta, Utc};
 use serde_json::Value;
-use support::gateway::Gateway;
-use support::harness::TestEnv;
-use support::process::env_for;
 use uuid::Uuid;
 
-use crate::faces::assert_documented;
-use crate::support;
+use super::faces::assert_documented;
 
 /// A task the test made: id, agent, status, minutes since it was created.
 type Made = (Uuid, Uuid, &'static str, i64);

@@ -4,17 +4,17 @@
 //! leaves them): `latest` runs one and records the rest `skipped_missed`, `none` runs none
 //! of the missed ones, `all` runs each.
 
+use crate::support::harness::TestEnv;
+use crate::support::words;
 use agentd::core::approval::{Decision, DecisionKind};
 use agentd::scripted_model::{answer_reply, call_tool_reply};
 use agentd::worker::approvals::decide;
 use agentd::worker::unheld::Sink;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde_json::json;
-use support::harness::TestEnv;
-use support::words;
 use uuid::Uuid;
 
-use crate::{create, every, support, tasks, wait_fires, wait_tasks_ended};
+use super::{create, every, tasks, wait_fires, wait_tasks_ended};
 
 #[tokio::test]
 async fn skip_records_skipped_overlap_while_the_run_waits_for_approval() {
