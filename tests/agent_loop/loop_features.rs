@@ -5,66 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::harness::TestEnv;
+use crate::support::tools::TestTools;
 use agentd::core::limits::estimate_request_tokens;
-use agentd::core::types::{ChatMessage, Role, ToolSpec};
-use agentd::ports::{ToolCallContext, ToolOutput, ToolSource};
+use agentd::core::types::{ChatMessage, Role};
 use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply};
-use async_trait::async_trait;
 use serde_json::{Value, json};
 use uuid::Uuid;
-
-/// Tools written for these tests: `sleep_ms` waits, `big_output` returns a long text.
-struct TestTools;
-
-#[async_trait]
-impl ToolSource for TestTools {
-    fn list_tools(&self) -> Vec<ToolSpec> {
-        let schema = |field: &str| json!({"type": "object", "properties": {field: {"type": "integer"}}, "required": [field]});
-        vec![
-            ToolSpec {
-                name: "sleep_ms".into(),
-                description: "waits".into(),
-                parameters: schema("ms"),
-            },
-            ToolSpec {
-                name: "big_output".into(),
-                description: "long text".into(),
-                parameters: schema("chars"),
-            },
-        ]
-    }
-
-    async fn call_tool(
-        &self,
-        name: &str,
-        arguments: Value,
-        _context: ToolCallContext<'_>,
-    ) -> Result<ToolOutput, String> {
-        match name {
-            "sleep_ms" => {
-                let ms = arguments["ms"].as_u64().unwrap_or(0);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                Ok(ToolOutput {
-                    result: json!({"slept_ms": ms}),
-                    memo: None,
-                })
-            }
-            "big_output" => {
-                let chars = arguments["chars"].as_u64().unwrap_or(0) as usize;
-                let text: String = "lorem ipsum dolor sit amet "
-                    .chars()
-                    .cycle()
-                    .take(chars)
-                    .collect();
-                Ok(ToolOutput {
-                    result: json!({"text": text}),
-                    memo: None,
-                })
-            }
-            other => Err(format!("no tool {other}")),
-        }
-    }
-}
 
 async fn env_with(adjust: impl FnOnce(&mut agentd::config::Settings)) -> TestEnv {
     TestEnv::start_with_tools(adjust, Arc::new(TestTools)).await
@@ -412,37 +358,5 @@ async fn the_delta_batching_is_not_one_message_per_token() {
         (1..=20).contains(&deltas),
         "{deltas} delta events for ~5000 chars in 7-char chunks"
     );
-    env.stop().await;
-}
-
-#[tokio::test]
-async fn cancel_inside_a_tool() {
-    let mut env = env_with(|s| s.worker.tool_timeout_ms = 60_000).await;
-    let agent = env.agent(None, None).await;
-    let marker = "cancel-in-tool";
-    env.fake.script(
-        marker,
-        vec![
-            call_tool_reply(vec![("sleep_ms", json!({"ms": 30_000}))]),
-            answer_reply("late"),
-        ],
-    );
-    let task_id = env.submit(agent, marker).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let started: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM events WHERE task_id = $1 AND type = 'tool.started'",
-        )
-        .bind(task_id)
-        .fetch_one(&env.pool)
-        .await
-        .unwrap();
-        if started == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the tool never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    env.assert_cancels_within_a_second(task_id).await;
     env.stop().await;
 }

@@ -1,12 +1,12 @@
 //! What comes in: poison messages are dead-lettered with a reason (bounded, however large
 //! the bad value) and the worker keeps serving; NUL in the input is stored as U+FFFD; a
-//! task_id published twice runs once, and a message naming another agent's task is refused;
-//! cancel works in the queue, inside an LLM call and inside a retry wait.
+//! task_id published twice runs once, and a message naming another agent's task is refused.
+//! Cancel, wherever the task is, is tested in the features tier (`cancel.rs`).
 
 use std::time::{Duration, Instant};
 
 use crate::support::harness::TestEnv;
-use agentd::scripted_model::{ModelReply, answer_reply};
+use agentd::scripted_model::answer_reply;
 use lapin::BasicProperties;
 use serde_json::json;
 use uuid::Uuid;
@@ -112,65 +112,6 @@ async fn a_task_id_published_twice_runs_once() {
         1
     );
     assert_eq!(env.fake.requests_for(marker).len(), 1, "the LLM ran once");
-    env.stop().await;
-}
-
-async fn cancel_when_running(env: &mut TestEnv, marker: &str, replies: Vec<ModelReply>) {
-    let agent = env.agent(None, None).await;
-    env.fake.script(marker, replies);
-    let task_id = env.submit(agent, marker).await;
-    // Wait until the LLM has been called (the recursion is in flight).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while env.fake.requests_for(marker).is_empty() {
-        assert!(Instant::now() < deadline, "LLM never called");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    env.assert_cancels_within_a_second(task_id).await;
-}
-
-#[tokio::test]
-async fn cancel_inside_an_llm_call() {
-    let mut env = TestEnv::start().await;
-    let slow = answer_reply("too late").with_delay(Duration::from_secs(20));
-    cancel_when_running(&mut env, "cancel-in-llm", vec![slow]).await;
-    env.stop().await;
-}
-
-#[tokio::test]
-async fn cancel_inside_a_retry_wait() {
-    let mut env = TestEnv::start().await;
-    let limited = ModelReply::status(429, "wait").with_retry_after(30);
-    cancel_when_running(
-        &mut env,
-        "cancel-in-retry",
-        vec![limited, answer_reply("late")],
-    )
-    .await;
-    env.stop().await;
-}
-
-#[tokio::test]
-async fn cancel_while_waiting_in_the_queue() {
-    let mut env = TestEnv::start().await;
-    let agent = env.agent(None, None).await;
-    let marker = "cancel-queued";
-    env.fake.script(marker, vec![answer_reply("never")]);
-    let task_id = Uuid::now_v7();
-    agentd::cli::cancel::run(&env.settings, task_id)
-        .await
-        .unwrap();
-    let body = json!({"task_id": task_id, "agent_id": agent, "input": marker}).to_string();
-    env.publish_raw(body.as_bytes()).await;
-    env.fake
-        .script("after-cancelled", vec![answer_reply("next")]);
-    let next = env.submit(agent, "after-cancelled").await;
-    env.published_events(next).await;
-    let task = env.wait_terminal(task_id).await;
-    assert_eq!(task.status, "cancelled");
-    assert!(env.fake.requests_for(marker).is_empty(), "never ran");
-    let events = env.stored_events(task_id).await;
-    assert_eq!(events.len(), 1);
-    assert_eq!(events[0]["type"], "task.cancelled");
     env.stop().await;
 }
 

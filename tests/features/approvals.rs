@@ -2,7 +2,7 @@
 //! PostgreSQL: a reply calling gated tools makes its task `waiting` (nothing ran, no lease),
 //! each decision kind reaches the model, ungated calls of the same reply run with the
 //! approved ones, the first of two racing decisions wins, an expired request is rejected or
-//! fails the task, cancel works while waiting, a decision taken while no worker runs (the
+//! fails the task (cancel while waiting: `cancel.rs`), a decision taken while no worker runs (the
 //! CLI, the binary killed) completes the task once a worker starts, the gateway's routes
 //! decide and list, and a decision holding NUL is stored as U+FFFD.
 
@@ -23,7 +23,12 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// Gates `calculate` (by a glob) for `agent`, with an optional timeout and expiry action.
-async fn gate(env: &TestEnv, agent: Uuid, timeout_secs: Option<i32>, on_expiry: Option<&str>) {
+pub(super) async fn gate(
+    env: &TestEnv,
+    agent: Uuid,
+    timeout_secs: Option<i32>,
+    on_expiry: Option<&str>,
+) {
     sqlx::query(
         "UPDATE agents SET approval_tools = ARRAY['calc*'], approval_timeout_secs = $2, \
                 on_approval_expiry = $3 WHERE agent_id = $1",
@@ -50,7 +55,7 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
 
-fn decision(kind: DecisionKind, by: &str) -> Decision {
+pub(super) fn decision(kind: DecisionKind, by: &str) -> Decision {
     Decision {
         kind,
         arguments: None,
@@ -61,7 +66,12 @@ fn decision(kind: DecisionKind, by: &str) -> Decision {
 }
 
 /// Records a decision as the gateway and the CLI do.
-async fn decide_now(env: &TestEnv, task_id: Uuid, call: &str, decision: &Decision) -> Decided {
+pub(super) async fn decide_now(
+    env: &TestEnv,
+    task_id: Uuid,
+    call: &str,
+    decision: &Decision,
+) -> Decided {
     let sink = Sink {
         pool: &env.pool,
         publisher: &env.publisher,
@@ -401,38 +411,6 @@ async fn an_expired_request_is_rejected_or_fails_the_task_as_the_agent_says() {
     assert_eq!(last["data"]["reason"], "approval_expired");
     assert_eq!(of_type(&events, "approval.decided").len(), 1);
     assert_eq!(env.fake.requests_for("expiry-fail").len(), 1);
-    env.stop().await;
-}
-
-#[tokio::test]
-async fn a_waiting_task_is_cancelled_within_a_second() {
-    let mut env = TestEnv::start().await;
-    let agent = env.agent(None, None).await;
-    gate(&env, agent, None, None).await;
-    let marker = "approval-cancel";
-    env.fake.script(
-        marker,
-        vec![call_tool_reply(vec![(
-            "calculate",
-            json!({"expression": "1"}),
-        )])],
-    );
-    let task_id = env.submit(agent, marker).await;
-    env.wait_status(task_id, "waiting").await;
-    env.assert_cancels_within_a_second(task_id).await;
-    // Its request no longer waits, and a decision now changes nothing.
-    let gateway = Gateway::start(&env, &[]).await;
-    let pending = gateway.get_json("/v1/approvals?status=pending", 200).await;
-    assert_eq!(pending["approvals"], json!([]));
-    let late = decide_now(
-        &env,
-        task_id,
-        "call_1",
-        &decision(DecisionKind::Approve, "a"),
-    )
-    .await;
-    assert_eq!(late, Decided::NotWaiting("cancelled".into()));
-    gateway.stop().await;
     env.stop().await;
 }
 

@@ -16,6 +16,7 @@ mod support;
 mod agent_versions;
 mod approvals;
 mod budgets_and_steering;
+mod cancel;
 mod conversations;
 mod delegation;
 mod fork;

@@ -2,4 +2,5 @@ pub mod gateway;
 pub mod harness;
 pub mod process;
 pub mod schema;
+pub mod tools;
 pub mod words;
