@@ -16,6 +16,9 @@ async fn llm_statuses(env: &TestEnv, task_id: uuid::Uuid) -> Vec<(i32, String)> 
         .unwrap()
 }
 
+/// The provider's Retry-After: the task cannot end sooner.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
 #[tokio::test]
 async fn status_429_and_500_are_retried_then_the_task_completes() {
     let mut env = TestEnv::start().await;
@@ -24,7 +27,7 @@ async fn status_429_and_500_are_retried_then_the_task_completes() {
     env.fake.script(
         marker,
         vec![
-            ModelReply::status(429, "slow down").with_retry_after(1),
+            ModelReply::status(429, "slow down").with_retry_after(RETRY_AFTER.as_secs()),
             ModelReply::status(500, "boom"),
             answer_reply("made it"),
         ],
@@ -34,10 +37,7 @@ async fn status_429_and_500_are_retried_then_the_task_completes() {
     let events = env.published_events(task_id).await;
     let task = env.wait_terminal(task_id).await;
     assert_eq!(task.status, "completed");
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "Retry-After: 1 was honoured"
-    );
+    assert!(started.elapsed() >= RETRY_AFTER, "Retry-After was honoured");
     let retries: Vec<_> = events.iter().filter(|e| e["type"] == "llm.retry").collect();
     assert_eq!(retries.len(), 2, "{events:#?}");
     assert_eq!(retries[0]["data"]["attempt"], 1);

@@ -10,6 +10,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::harness::{self, TestEnv};
+use crate::support::process::alive;
+use crate::support::wait::{self, NEXT_STEP_WITHIN};
 use agentd::config::{McpServerSettings, ToolsSettings};
 use agentd::core::types::{ToolCallRequest, ToolEffect};
 use agentd::ports::ToolCallContext;
@@ -21,6 +23,10 @@ use uuid::Uuid;
 const PID_ENV: &str = "AGENTD_TEST_MCP_PID_FILE";
 const GATE_ENV: &str = "AGENTD_TEST_MCP_GATE";
 const LEDGER_ENV: &str = "AGENTD_TEST_MCP_LEDGER";
+
+/// A call to a server that is down fails at once, without waiting for a connection or the
+/// call timeout: a whole task of one such call ends within this.
+const DOWN_CALL_WITHIN: Duration = Duration::from_secs(5);
 
 /// `(name, success, result, error)` of a task's tool calls, in order.
 async fn tool_rows(
@@ -55,26 +61,13 @@ fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// Whether `pid` runs (a zombie counts as gone).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .split(") ")
-            .nth(1)
-            .is_some_and(|rest| rest.starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while !condition() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// Waits until `condition` holds (a process started or stopped).
+async fn wait_for(what: &str, condition: impl Fn() -> bool) {
+    wait::until_true(what, NEXT_STEP_WITHIN, || {
+        let holds = condition();
+        async move { holds }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -192,35 +185,52 @@ async fn crash_gives_a_clear_error_then_recovers(
         .expect("kill");
     assert!(killed.success());
     wait_for("the killed server to be gone", || !alive(first)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let add = || vec![("testsrv__add", json!({"a": 1, "b": 1}))];
-    let started = std::time::Instant::now();
-    let down = run_calls(env, agent, "mcp-down", add()).await;
-    let error = down[0].3.clone().unwrap_or_default();
-    assert!(!down[0].1);
-    assert!(
-        error.contains("MCP server 'testsrv' is unavailable"),
-        "a clear error: {error}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "no hanging while down"
-    );
+    // The worker learns of the crash from its supervisor, or from the broken pipe of the
+    // next call ("could not be reached"); once it knows, a call is refused as unavailable.
+    // Every call fails at once with a clear error.
+    let deadline = tokio::time::Instant::now() + NEXT_STEP_WITHIN;
+    for attempt in 0.. {
+        let started = std::time::Instant::now();
+        let down = run_calls(env, agent, &format!("mcp-down-{attempt}"), add()).await;
+        let error = down[0].3.clone().unwrap_or_default();
+        assert!(!down[0].1);
+        assert!(
+            started.elapsed() < DOWN_CALL_WITHIN,
+            "no hanging while down"
+        );
+        if error.contains("MCP server 'testsrv' is unavailable") {
+            break;
+        }
+        assert!(
+            error.contains("MCP server 'testsrv' could not be reached"),
+            "a clear error: {error}"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never reported unavailable"
+        );
+    }
 
     std::fs::remove_file(gate).expect("open the gate");
     wait_for("the server to be restarted", || {
         read_pid(pid_file).is_some_and(|pid| pid != first && alive(pid))
     })
     .await;
-    for attempt in 0..20 {
+    // Restarted is not yet connected: calls fail until the supervisor has the session.
+    let deadline = tokio::time::Instant::now() + NEXT_STEP_WITHIN;
+    for attempt in 0.. {
         let rows = run_calls(env, agent, &format!("mcp-back-{attempt}"), add()).await;
         if rows[0].1 {
             assert_eq!(rows[0].2, Some(json!("2")));
             return;
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the restarted MCP server never answered"
+        );
+        tokio::time::sleep(wait::POLL).await;
     }
-    panic!("the restarted MCP server never answered");
 }
 
 fn http_server(name: &str, url: String) -> McpServerSettings {
@@ -244,14 +254,10 @@ async fn start_http_server(addr: &str) -> tokio::process::Child {
         .kill_on_drop(true)
         .spawn()
         .expect("start the HTTP MCP server");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the HTTP server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait::until_true("the HTTP MCP server listens", NEXT_STEP_WITHIN, || async {
+        tokio::net::TcpStream::connect(addr).await.is_ok()
+    })
+    .await;
     child
 }
 
@@ -305,20 +311,17 @@ async fn streamable_http_servers_work_and_reconnect() {
     let error = down.error.unwrap_or_default();
     assert!(error.contains("MCP server 'web'"), "{error}");
     let mut child = start_http_server(&addr).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let back = registry
-            .call(Some(&grants), &echo_request("back"), Default::default())
-            .await;
-        if back.success {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never reconnected: {back:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait::until_true(
+        "the HTTP MCP server reconnected",
+        NEXT_STEP_WITHIN,
+        || async {
+            let back = registry
+                .call(Some(&grants), &echo_request("back"), Default::default())
+                .await;
+            back.success
+        },
+    )
+    .await;
     registry.shutdown().await;
     let _ = child.kill().await;
 }

@@ -3,7 +3,7 @@
 //! task_id published twice runs once, and a message naming another agent's task is refused.
 //! Cancel, wherever the task is, is tested in the features tier (`cancel.rs`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::harness::TestEnv;
 use agentd::scripted_model::answer_reply;
@@ -115,15 +115,6 @@ async fn a_task_id_published_twice_runs_once() {
     env.stop().await;
 }
 
-/// Waits until the fake LLM has been asked about `marker` (10 s at most).
-async fn wait_asked(env: &TestEnv, marker: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while env.fake.requests_for(marker).is_empty() {
-        assert!(Instant::now() < deadline, "LLM never called for {marker}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// Longest `x-agentd-reason` a rejection may carry: a few hundred characters of the bad
 /// value and the rest of the sentence (the broker closes the connection of a client whose
 /// header does not fit in one frame, 128 KiB by default).
@@ -138,7 +129,7 @@ async fn a_huge_bad_task_id_is_dead_lettered_with_a_bounded_reason_and_nothing_e
     let slow = answer_reply("unharmed").with_delay(Duration::from_millis(1500));
     env.fake.script(marker, vec![slow]);
     let in_flight = env.submit(agent, marker).await;
-    wait_asked(&env, marker).await;
+    env.wait_asked(marker, 1).await;
     let bad_id = "x".repeat(200_000);
     let body = json!({"task_id": bad_id, "agent_id": agent, "input": "hi"}).to_string();
     env.publish_raw(body.as_bytes()).await;

@@ -296,18 +296,24 @@ async fn closed_port_is_a_retryable_connect_error() {
     assert_key_absent(&error);
 }
 
+/// The client's timeout in the slow-provider test, and how late the provider answers.
+const CLIENT_TIMEOUT_MS: u64 = 300;
+const SLOW_REPLY: Duration = Duration::from_secs(3);
+/// Well past the timeout and well before the slow reply: the timeout cut the call.
+const TIMED_OUT_WITHIN: Duration = Duration::from_secs(2);
+
 #[tokio::test]
 async fn slow_provider_is_a_retryable_timeout() {
     let llm = ScriptedModel::start().await.unwrap();
     llm.script(
         "slow",
-        vec![ModelReply::content("late").with_delay(Duration::from_secs(3))],
+        vec![ModelReply::content("late").with_delay(SLOW_REPLY)],
     );
-    let client = OpenAiClient::new(&settings(&llm.base_url(), 300)).expect("client");
+    let client = OpenAiClient::new(&settings(&llm.base_url(), CLIENT_TIMEOUT_MS)).expect("client");
     let started = Instant::now();
     let error = chat(&client, "slow", &[]).await.expect_err("times out");
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < TIMED_OUT_WITHIN,
         "{:?}",
         started.elapsed()
     );

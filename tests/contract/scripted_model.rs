@@ -99,17 +99,20 @@ async fn error_status_with_retry_after() {
     assert_eq!(body["error"]["message"], "slow down");
 }
 
+/// A scripted delay: the reply must not come sooner.
+const SCRIPTED_DELAY: Duration = Duration::from_millis(150);
+
 #[tokio::test]
 async fn raw_bodies_and_delays() {
     let llm = ScriptedModel::start().await.unwrap();
     let raw = json!({"choices": [{"message": {"content": null}}], "extra": true});
     llm.script(
         "x",
-        vec![ModelReply::raw_body(200, raw.clone()).with_delay(Duration::from_millis(150))],
+        vec![ModelReply::raw_body(200, raw.clone()).with_delay(SCRIPTED_DELAY)],
     );
     let started = Instant::now();
     let (status, _, body) = post(&llm, "x", "").await;
-    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert!(started.elapsed() >= SCRIPTED_DELAY);
     assert_eq!((status, body), (200, raw));
 }
 
@@ -208,12 +211,16 @@ async fn seed_replies_carry_the_trace_id_and_tool_calls() {
     assert_eq!(answer["short_term_memory_append"], "");
 }
 
+/// Eight replies delayed 300 ms each: one after the other they would take 2.4 s, so all
+/// eight within 2 s means they were answered side by side.
+const CONCURRENT_DELAY: Duration = Duration::from_millis(300);
+const CONCURRENT_WITHIN: Duration = Duration::from_millis(2000);
+
 #[tokio::test]
 async fn serves_concurrent_requests() {
     let llm = ScriptedModel::start().await.unwrap();
     for i in 0..8 {
-        let reply =
-            ModelReply::content(format!("reply {i}")).with_delay(Duration::from_millis(300));
+        let reply = ModelReply::content(format!("reply {i}")).with_delay(CONCURRENT_DELAY);
         llm.script(&format!("task-{i}:"), vec![reply]);
     }
     let started = Instant::now();
@@ -223,7 +230,7 @@ async fn serves_concurrent_requests() {
     });
     let replies = futures::future::join_all(calls).await;
     assert!(
-        started.elapsed() < Duration::from_millis(2000),
+        started.elapsed() < CONCURRENT_WITHIN,
         "{:?}",
         started.elapsed()
     );

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::harness::{TestEnv, assert_whole_stream};
+use crate::support::wait::{self, NEXT_STEP_WITHIN, TASK_ENDS_WITHIN};
 use crate::support::words::{self, ByInput};
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Cancel, Inject};
@@ -46,10 +47,13 @@ async fn strand(env: &TestEnv, task_id: Uuid, flagged_secs_ago: f64) {
     .expect("strand");
 }
 
+/// The sweep republishes what stayed unconfirmed past its grace: within a sweep period
+/// after that (see `worker::outbox`), plus a margin for a loaded machine.
+const SWEPT_WITHIN: Duration = Duration::from_secs(30);
+
 /// Waits until the task's outbox flag is clear and every stored event is confirmed.
 async fn wait_until_confirmed(env: &TestEnv, task_id: Uuid) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    wait::until_true("every stored event confirmed", NEXT_STEP_WITHIN, || async {
         let (pending, confirmed, stored): (bool, i64, i64) = sqlx::query_as(
             "SELECT outbox_pending, confirmed_seq, event_seq FROM tasks WHERE task_id = $1",
         )
@@ -57,15 +61,9 @@ async fn wait_until_confirmed(env: &TestEnv, task_id: Uuid) {
         .fetch_one(&env.pool)
         .await
         .expect("outbox columns");
-        if !pending && confirmed == stored && stored > 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not confirmed: pending {pending}, {confirmed} of {stored}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        !pending && confirmed == stored && stored > 0
+    })
+    .await;
 }
 
 /// Runs one task to its end and consumes its published events.
@@ -73,9 +71,7 @@ async fn run_one(env: &mut TestEnv, agent: Uuid, input: &str) -> (Uuid, Vec<u8>)
     let task_id = Uuid::now_v7();
     let body = json!({"task_id": task_id, "agent_id": agent, "input": input}).to_string();
     env.publish_raw(body.as_bytes()).await;
-    let first = env
-        .published_streams(&[task_id], Duration::from_secs(30))
-        .await;
+    let first = env.published_streams(&[task_id], TASK_ENDS_WITHIN).await;
     assert_whole_stream(task_id, &first[&task_id]);
     wait_until_confirmed(env, task_id).await;
     (task_id, body.into_bytes())
@@ -92,9 +88,7 @@ async fn stranded_events_go_out_when_the_ended_task_is_redelivered() {
     strand(&env, task_id, 0.0).await;
     let sent = Instant::now();
     env.publish_raw(&body).await;
-    let again = env
-        .published_streams(&[task_id], Duration::from_secs(30))
-        .await;
+    let again = env.published_streams(&[task_id], TASK_ENDS_WITHIN).await;
     let took = sent.elapsed();
     assert_whole_stream(task_id, &again[&task_id]);
     assert_eq!(again[&task_id], stored, "the same events, ids and seqs");
@@ -116,12 +110,10 @@ async fn the_sweep_publishes_what_nobody_confirmed_within_30_seconds() {
     let stored = env.stored_events(task_id).await;
     strand(&env, task_id, 60.0).await;
     let stranded = Instant::now();
-    let again = env
-        .published_streams(&[task_id], Duration::from_secs(30))
-        .await;
+    let again = env.published_streams(&[task_id], SWEPT_WITHIN).await;
     assert_whole_stream(task_id, &again[&task_id]);
     assert_eq!(again[&task_id], stored);
-    assert!(stranded.elapsed() < Duration::from_secs(30));
+    assert!(stranded.elapsed() < SWEPT_WITHIN);
     wait_until_confirmed(&env, task_id).await;
     env.stop().await;
 }
@@ -134,9 +126,7 @@ async fn control_messages_published_while_no_worker_runs_are_applied_first() {
     let task_id = env.submit(agent, "never steps=1").await;
     publish_cancel(&env, task_id).await;
     env.spawn_worker();
-    let streams = env
-        .published_streams(&[task_id], Duration::from_secs(20))
-        .await;
+    let streams = env.published_streams(&[task_id], TASK_ENDS_WITHIN).await;
     let kinds: Vec<&str> = streams[&task_id]
         .iter()
         .filter_map(|e| e["type"].as_str())
@@ -208,22 +198,19 @@ async fn publish_inject(env: &TestEnv, task_id: Uuid, text: &str) {
         .expect("publish inject");
 }
 
-/// Waits until the task's pending guidance is `expected` (10 s at most).
+/// Waits until the task's pending guidance is `expected`.
 async fn wait_guidance(env: &TestEnv, task_id: Uuid, expected: &Value) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let what = format!("pending guidance {expected}");
+    wait::until_true(what, NEXT_STEP_WITHIN, || async {
         let guidance: Option<Value> =
             sqlx::query_scalar("SELECT pending_guidance FROM tasks WHERE task_id = $1")
                 .bind(task_id)
                 .fetch_one(&env.pool)
                 .await
                 .expect("guidance");
-        if guidance.as_ref() == Some(expected) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "guidance is {guidance:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        guidance.as_ref() == Some(expected)
+    })
+    .await;
 }
 
 /// Control messages published while no worker runs: one the database refuses for good,
@@ -245,9 +232,7 @@ async fn a_control_message_that_can_never_be_applied_does_not_stop_the_others() 
     publish_inject(&env, guided, "mind\u{0}the gap").await;
     publish_cancel(&env, queued).await;
     env.spawn_worker();
-    let streams = env
-        .published_streams(&[queued], Duration::from_secs(20))
-        .await;
+    let streams = env.published_streams(&[queued], TASK_ENDS_WITHIN).await;
     let kinds: Vec<&str> = streams[&queued]
         .iter()
         .filter_map(|e| e["type"].as_str())

@@ -2,10 +2,11 @@
 //! task whose worker died and whose message is gone is re-enqueued by the reconciler and
 //! completes exactly once, resuming from its checkpoint.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::harness::{TestEnv, assert_whole_stream};
 use crate::support::process::WorkerProcess;
+use crate::support::wait::{self, NEXT_STEP_WITHIN, Says, TASK_ENDS_WITHIN};
 use crate::support::words;
 
 #[tokio::test]
@@ -22,26 +23,22 @@ async fn a_running_task_whose_message_is_gone_is_re_enqueued_and_completes() {
     let input = "orphan steps=3 delay_ms=300";
     let task_id = env.submit(agent, input).await;
     let mut first = WorkerProcess::spawn(&env.settings, &[]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let what = Says(|| format!("a recursion committed: {}", first.log()));
+    wait::until_true(what, NEXT_STEP_WITHIN, || async {
         let committed: i64 =
             sqlx::query_scalar("SELECT count(*) FROM recursions WHERE task_id = $1")
                 .bind(task_id)
                 .fetch_one(&env.pool)
                 .await
                 .unwrap();
-        if committed >= 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no progress: {}", first.log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        committed >= 1
+    })
+    .await;
     first.kill();
     // The broker gives the unacknowledged message back; drop it, as a broker that lost it
     // (a single node restarted from a lost disk, a requeue that failed) would.
     let channel = env.publisher.channel().await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    wait::until_true("the message came back", NEXT_STEP_WITHIN, || async {
         let purged = channel
             .queue_purge(
                 env.settings.amqp.tasks_queue.as_str().into(),
@@ -49,12 +46,9 @@ async fn a_running_task_whose_message_is_gone_is_re_enqueued_and_completes() {
             )
             .await
             .unwrap();
-        if purged > 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the message never came back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        purged > 0
+    })
+    .await;
     let second = WorkerProcess::spawn(&env.settings, &[]);
     let task = env.wait_terminal(task_id).await;
     assert_eq!(task.status, "completed", "{}", second.log());
@@ -63,9 +57,7 @@ async fn a_running_task_whose_message_is_gone_is_re_enqueued_and_completes() {
         "{}",
         second.log()
     );
-    let streams = env
-        .published_streams(&[task_id], Duration::from_secs(10))
-        .await;
+    let streams = env.published_streams(&[task_id], TASK_ENDS_WITHIN).await;
     assert_whole_stream(task_id, &streams[&task_id]);
     let kinds: Vec<&str> = streams[&task_id]
         .iter()

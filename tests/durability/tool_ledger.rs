@@ -6,10 +6,10 @@
 //! `unknown` and the model is told so.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use crate::support::harness::{self, TestEnv};
-use crate::support::process::WorkerProcess;
+use crate::support::process::{self, WorkerProcess};
+use crate::support::wait::{self, Says, TASK_ENDS_WITHIN};
 use crate::support::words;
 use agentd::scripted_model::ScriptedModel;
 use serde_json::Value;
@@ -77,36 +77,36 @@ async fn ledger_row(env: &TestEnv, task_id: Uuid, tool_call_id: &str) -> Option<
     .expect("ledger row")
 }
 
-/// Waits until the call's ledger row is in `state`, then kills the worker.
+/// Waits until the call's ledger row is in `state`, then kills the worker; returns the
+/// tool servers it leaves behind (see [`process::wait_gone`]).
 async fn kill_when(
     env: &TestEnv,
     worker: &mut WorkerProcess,
     task_id: Uuid,
     call: &str,
     state: &str,
-) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while ledger_row(env, task_id, call).await.map(|r| r.0).as_deref() != Some(state) {
-        assert!(
-            Instant::now() < deadline,
-            "{call} never {state}: {}",
-            worker.log()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+) -> Vec<u32> {
+    let what = Says(|| format!("{call} {state}: {}", worker.log()));
+    wait::until_true(what, TASK_ENDS_WITHIN, || async {
+        ledger_row(env, task_id, call).await.map(|r| r.0).as_deref() == Some(state)
+    })
+    .await;
+    let servers = worker.tool_servers();
+    assert!(!servers.is_empty(), "the worker runs its tool server");
     worker.kill();
+    servers
 }
 
 /// Runs `input` on a first worker killed when `call` reaches `state`, then on a second
-/// worker to the end; returns the task.
-async fn run_with_kill(le: &LedgerEnv, input: &str, call: &str, state: &str) -> Uuid {
+/// worker to the end; returns the task and the killed worker's tool servers.
+async fn run_with_kill(le: &LedgerEnv, input: &str, call: &str, state: &str) -> (Uuid, Vec<u32>) {
     let task_id = le.env.submit(le.agent, input).await;
     let mut first = WorkerProcess::spawn_with_config(&le.env.settings, Some(&le.config), &[]);
-    kill_when(&le.env, &mut first, task_id, call, state).await;
+    let servers = kill_when(&le.env, &mut first, task_id, call, state).await;
     let second = WorkerProcess::spawn_with_config(&le.env.settings, Some(&le.config), &[]);
     let task = le.env.wait_terminal(task_id).await;
     assert_eq!(task.status, "completed", "{}", second.log());
-    task_id
+    (task_id, servers)
 }
 
 #[tokio::test]
@@ -114,7 +114,7 @@ async fn a_side_effect_cut_short_is_not_run_again_and_the_model_is_told() {
     let llm = words::start().await;
     let le = ledger_env(&llm).await;
     let input = r#"charge steps=1 tool=t__charge args={"amount":5,"sleep_ms":2500}"#;
-    let task_id = run_with_kill(&le, input, "call_0", "started").await;
+    let (task_id, killed_servers) = run_with_kill(&le, input, "call_0", "started").await;
     let key = format!("{task_id}:call_0");
     let (state, effect, stored_key, success, error) =
         ledger_row(&le.env, task_id, "call_0").await.expect("row");
@@ -130,7 +130,8 @@ async fn a_side_effect_cut_short_is_not_run_again_and_the_model_is_told() {
             .contains("may or may not have taken effect"),
         "the model is told"
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Whatever the killed worker's charge did, it has done once its server is gone.
+    process::wait_gone(&killed_servers).await;
     let runs = executed(&le.ledger).iter().filter(|l| **l == key).count();
     assert!(runs <= 1, "charged {runs} times with one key");
     let events = le.env.stored_events(task_id).await;
@@ -148,7 +149,7 @@ async fn an_idempotent_call_cut_short_runs_again_under_the_same_key() {
     let llm = words::start().await;
     let le = ledger_env(&llm).await;
     let input = r#"upsert steps=1 tool=t__upsert args={"name":"a","value":"b","sleep_ms":2500}"#;
-    let task_id = run_with_kill(&le, input, "call_0", "started").await;
+    let (task_id, killed_servers) = run_with_kill(&le, input, "call_0", "started").await;
     let (state, effect, stored_key, ..) =
         ledger_row(&le.env, task_id, "call_0").await.expect("row");
     assert_eq!(
@@ -157,7 +158,7 @@ async fn an_idempotent_call_cut_short_runs_again_under_the_same_key() {
     );
     let line = format!("upsert {task_id}:call_0");
     assert_eq!(stored_key, Some(format!("{task_id}:call_0")));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    process::wait_gone(&killed_servers).await;
     let upserts: Vec<String> = executed(&le.ledger)
         .into_iter()
         .filter(|l| l.starts_with("upsert "))
@@ -174,7 +175,7 @@ async fn a_committed_outcome_is_never_run_again() {
     // One reply, two calls: a quick charge and a slow upsert. The worker dies once the
     // charge's outcome is committed, while the upsert still runs.
     let input = r#"both steps=1 tool=t__charge args={"amount":7} tool2=t__upsert args2={"name":"x","value":"y","sleep_ms":2500}"#;
-    let task_id = run_with_kill(&le, input, "call_0", "succeeded").await;
+    let (task_id, _) = run_with_kill(&le, input, "call_0", "succeeded").await;
     let charge_key = format!("{task_id}:call_0");
     let charged = executed(&le.ledger)
         .iter()

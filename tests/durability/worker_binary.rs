@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::harness::{self, TestEnv};
 use crate::support::process::WorkerProcess;
+use crate::support::wait::{self, NEXT_STEP_WITHIN, Says, TASK_ENDS_WITHIN, WORKER_STOPS_WITHIN};
 use crate::support::words::{self, ByInput};
 use agentd::scripted_model::ScriptedModel;
 use serde_json::Value;
@@ -35,6 +36,26 @@ async fn count(env: &TestEnv, sql: &str) -> i64 {
         .await
         .expect(sql)
 }
+
+/// Waits until `sql` counts at least `at_least` rows; fails with `worker`'s log.
+async fn wait_count(
+    env: &TestEnv,
+    sql: &str,
+    at_least: i64,
+    within: Duration,
+    worker: &WorkerProcess,
+) {
+    let what = Says(|| format!("{sql} >= {at_least}; the worker's log:\n{}", worker.log()));
+    wait::until_true(what, within, || async { count(env, sql).await >= at_least }).await;
+}
+
+/// The task ended by a death notice ends within this once a worker runs: the deaths queue
+/// is read at once, the task failed in one statement.
+const DEATH_HANDLED_WITHIN: Duration = Duration::from_secs(15);
+
+/// How long this test's database refuses connections: longer than the worker's pool
+/// waits for one, so the worker does see the outage.
+const OUTAGE: Duration = Duration::from_secs(3);
 
 /// Invariant of every finished task: completed once, recursions 1..=n each written once,
 /// events numbered 1..m without a gap, one task.started, one terminal event and it is last.
@@ -90,18 +111,12 @@ async fn submit_all(env: &TestEnv, agent: Uuid, inputs: &[String]) -> Vec<Uuid> 
 /// Waits until no statement of another session runs on the test's database: a statement
 /// the killed worker sent before it died is then committed or gone for good.
 async fn wait_for_idle_database(env: &TestEnv) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count(
-        env,
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND pid <> pg_backend_pid() AND state <> 'idle'",
-    )
-    .await
-        > 0
-    {
-        assert!(Instant::now() < deadline, "statements still running");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+               AND pid <> pg_backend_pid() AND state <> 'idle'";
+    wait::until_true("no statement runs", NEXT_STEP_WITHIN, || async {
+        count(env, sql).await == 0
+    })
+    .await;
 }
 
 /// The highest committed recursion of every task.
@@ -126,11 +141,8 @@ async fn sigkill_mid_run_then_restart_loses_nothing_and_repeats_nothing() {
         .collect();
     let ids = submit_all(&env, agent, &inputs).await;
     let mut first = WorkerProcess::spawn(&env.settings, &[]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while count(&env, "SELECT count(*) FROM recursions").await < 40 {
-        assert!(Instant::now() < deadline, "no progress: {}", first.log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let recursions = "SELECT count(*) FROM recursions";
+    wait_count(&env, recursions, 40, TASK_ENDS_WITHIN, &first).await;
     first.kill();
     wait_for_idle_database(&env).await;
     let committed = committed_iterations(&env).await;
@@ -181,18 +193,11 @@ async fn sigterm_drains_and_leaves_unfinished_tasks_resumable() {
         .collect();
     let ids = submit_all(&env, agent, &inputs).await;
     let mut worker = WorkerProcess::spawn(&env.settings, &[]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while count(&env, "SELECT count(*) FROM tasks WHERE status = 'running'").await < 4 {
-        assert!(
-            Instant::now() < deadline,
-            "tasks never started: {}",
-            worker.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let running = "SELECT count(*) FROM tasks WHERE status = 'running'";
+    wait_count(&env, running, 4, NEXT_STEP_WITHIN, &worker).await;
     worker.terminate();
-    let Some(status) = worker.wait(Duration::from_secs(10)).await else {
-        panic!("no exit 10 s after SIGTERM:\n{}", worker.log());
+    let Some(status) = worker.wait(WORKER_STOPS_WITHIN).await else {
+        panic!("no exit after SIGTERM:\n{}", worker.log());
     };
     assert!(
         status.success(),
@@ -237,20 +242,27 @@ async fn an_idle_worker_stops_cleanly_without_an_error() {
     let env = env(&llm).await;
     for round in 0..2 {
         let mut worker = WorkerProcess::spawn(&env.settings, &[]);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !worker.log().contains("worker started") {
-            assert!(
-                Instant::now() < deadline,
-                "never started:\n{}",
-                worker.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        // Its control and deaths consumers subscribe beside the task consumer.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Stopped once every consumer is on: the tasks, deaths and pending control queues
+        // each have this worker's (its own control queue is subscribed beside them).
+        let names = &env.settings.amqp;
+        let queues = [
+            &names.tasks_queue,
+            &names.deaths_queue,
+            &names.control_pending_queue,
+        ];
+        let what = Says(|| format!("every consumer on:\n{}", worker.log()));
+        wait::until_true(what, wait::WORKER_READY_WITHIN, || async {
+            for queue in queues {
+                if env.queue_state(queue).await.1 == 0 {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
         worker.terminate();
-        let Some(status) = worker.wait(Duration::from_secs(10)).await else {
-            panic!("no exit 10 s after SIGTERM:\n{}", worker.log());
+        let Some(status) = worker.wait(WORKER_STOPS_WITHIN).await else {
+            panic!("no exit after SIGTERM:\n{}", worker.log());
         };
         let log = worker.log();
         assert!(status.success(), "round {round}: exit 0: {status:?}\n{log}");
@@ -272,11 +284,10 @@ async fn a_redelivered_message_waits_for_its_live_holder() {
     let body =
         serde_json::json!({"task_id": task_id, "agent_id": agent, "input": input}).to_string();
     env.publish_raw(body.as_bytes()).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while count(&env, "SELECT count(*) FROM recursions").await < 1 {
-        assert!(Instant::now() < deadline, "the task never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait::until_true("the task started", NEXT_STEP_WITHIN, || async {
+        count(&env, "SELECT count(*) FROM recursions").await >= 1
+    })
+    .await;
     // The same message again while the first holder runs it, as a redelivery after a
     // connection blip would bring it: it must neither run twice nor be dropped early.
     env.publish_raw(body.as_bytes()).await;
@@ -295,21 +306,25 @@ async fn a_redelivered_message_waits_for_its_live_holder() {
         _a.log(),
         _b.log()
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let channel = env.publisher.channel().await.unwrap();
-    let queue = channel
-        .queue_declare(
-            env.settings.amqp.tasks_queue.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(queue.message_count(), 0, "both deliveries were settled");
+    // The copy that waited for its live holder is acknowledged once the task has ended: no
+    // message is left in the queue, ready or held.
+    let queue = &env.settings.amqp.tasks_queue;
+    wait::until_true("both deliveries were settled", NEXT_STEP_WITHIN, || async {
+        queue_messages(queue) == Some(0)
+    })
+    .await;
     env.stop().await;
+}
+
+/// The messages in `queue`, ready and unacknowledged, as `rabbitmqctl` lists them.
+fn queue_messages(queue: &str) -> Option<u64> {
+    let output = Command::new("rabbitmqctl")
+        .args(["-q", "list_queues", "name", "messages"])
+        .output()
+        .expect("rabbitmqctl");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix(queue)?.trim().parse().ok())
 }
 
 /// The broker's connection pids of the connections opened by process `pid`.
@@ -335,11 +350,8 @@ async fn a_dropped_broker_connection_is_survived() {
         .collect();
     let ids = submit_all(&env, agent, &inputs).await;
     let worker = WorkerProcess::spawn(&env.settings, &[]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while count(&env, "SELECT count(*) FROM recursions").await < 3 {
-        assert!(Instant::now() < deadline, "no progress: {}", worker.log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let recursions = "SELECT count(*) FROM recursions";
+    wait_count(&env, recursions, 3, NEXT_STEP_WITHIN, &worker).await;
     let names = connections_of(worker.pid());
     assert!(!names.is_empty(), "the worker's connection is listed");
     for name in names {
@@ -486,15 +498,21 @@ async fn a_message_that_keeps_killing_workers_is_dead_lettered() {
         rounds += 1;
         assert!(rounds <= 6, "never dead-lettered");
         let mut worker = WorkerProcess::spawn(&env.settings, &[]);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while llm.calls_for(input) < rounds {
-            if Instant::now() > deadline {
-                panic!("round {rounds}: no LLM call\n{}", worker.log());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = Says(|| format!("round {rounds}: an LLM call\n{}", worker.log()));
+        wait::until_true(what, NEXT_STEP_WITHIN, || async {
+            llm.calls_for(input) >= rounds
+        })
+        .await;
         worker.kill();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The broker sees the connection die and gives the message back: to the tasks
+        // queue, or past the delivery limit to the dead-letter queue.
+        let names = &env.settings.amqp;
+        wait::until_true("the message given back", NEXT_STEP_WITHIN, || async {
+            env.queue_state(&names.tasks_queue).await.0
+                + env.queue_state(&names.dead_letter_queue).await.0
+                > 0
+        })
+        .await;
     };
     let message: Value = serde_json::from_slice(&dead.0).unwrap();
     assert_eq!(message["task_id"], Value::from(task_id.to_string()));
@@ -507,15 +525,13 @@ async fn a_message_that_keeps_killing_workers_is_dead_lettered() {
     let worker = WorkerProcess::spawn(&env.settings, &[]);
     let task = env.wait_terminal(task_id).await;
     assert!(
-        started.elapsed() < Duration::from_secs(15),
+        started.elapsed() < DEATH_HANDLED_WITHIN,
         "ended after {:?}",
         started.elapsed()
     );
     assert_eq!(task.status, "failed", "{}", worker.log());
     assert_eq!(task.fail_reason.as_deref(), Some("delivery_limit"));
-    let streams = env
-        .published_streams(&[task_id], Duration::from_secs(10))
-        .await;
+    let streams = env.published_streams(&[task_id], TASK_ENDS_WITHIN).await;
     harness::assert_whole_stream(task_id, &streams[&task_id]);
     let last = streams[&task_id].last().cloned().unwrap_or_default();
     assert_eq!(last["type"], "task.failed");
@@ -544,13 +560,10 @@ async fn a_database_outage_pauses_tasks_instead_of_failing_them() {
         .collect();
     let ids = submit_all(&env, agent, &inputs).await;
     let mut worker = WorkerProcess::spawn(&env.settings, &[]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while count(&env, "SELECT count(*) FROM recursions").await < 2 {
-        assert!(Instant::now() < deadline, "no progress: {}", worker.log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    // This test's database goes away for 3 s: new connections are refused and the open ones
-    // (the worker's pool included) are cut. Other tests' databases are untouched.
+    let recursions = "SELECT count(*) FROM recursions";
+    wait_count(&env, recursions, 2, NEXT_STEP_WITHIN, &worker).await;
+    // This test's database goes away for OUTAGE: new connections are refused and the open
+    // ones (the worker's pool included) are cut. Other tests' databases are untouched.
     let database = env
         .settings
         .database
@@ -567,7 +580,8 @@ async fn a_database_outage_pauses_tasks_instead_of_failing_them() {
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
     ))
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The test is about an outage lasting a while: a fixed wait, not an event.
+    tokio::time::sleep(OUTAGE).await;
     assert!(
         worker.wait(Duration::ZERO).await.is_none(),
         "the worker is still up"
@@ -576,21 +590,8 @@ async fn a_database_outage_pauses_tasks_instead_of_failing_them() {
         "ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true"
     ))
     .await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while count(
-        &env,
-        "SELECT count(*) FROM tasks WHERE status = 'completed'",
-    )
-    .await
-        < 4
-    {
-        assert!(
-            Instant::now() < deadline,
-            "tasks stuck after the outage:\n{}",
-            worker.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let completed = "SELECT count(*) FROM tasks WHERE status = 'completed'";
+    wait_count(&env, completed, 4, TASK_ENDS_WITHIN, &worker).await;
     for task_id in ids {
         assert_exactly_once(&env, task_id, 5).await;
     }

@@ -192,9 +192,7 @@ async fn a_task_is_one_trace_in_phoenix_with_the_genai_tree_and_attributes() {
     );
     let task_id = env.submit(agent, marker).await;
     // Paused while the retried call runs: recursion 1 commits, the task leaves the worker.
-    while env.fake.requests_for(marker).len() < 2 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    env.wait_asked(marker, 2).await;
     let (publisher, names) = (&env.publisher, &env.settings.amqp);
     let pause = ControlMessage::Pause(Pause { task_id });
     send_control(publisher, names, &pause).await.unwrap();

@@ -40,18 +40,6 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
 
-/// Waits until the fake LLM has received `count` requests for `marker` (10 s at most).
-pub(super) async fn wait_requests(env: &TestEnv, marker: &str, count: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while env.fake.requests_for(marker).len() < count {
-        assert!(
-            Instant::now() < deadline,
-            "the LLM never got request {count} of {marker}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 pub(super) async fn control(env: &TestEnv, message: ControlMessage) {
     send_control(&env.publisher, &env.settings.amqp, &message)
         .await
@@ -257,7 +245,7 @@ async fn a_paused_task_makes_no_llm_request_until_it_is_resumed() {
         ],
     );
     let task_id = env.submit(agent, marker).await;
-    wait_requests(&env, marker, 1).await;
+    env.wait_asked(marker, 1).await;
     // Paused while its first LLM call runs: the call is finished and committed first.
     control(&env, ControlMessage::Pause(Pause { task_id })).await;
     env.wait_status(task_id, "waiting").await;
@@ -395,7 +383,7 @@ async fn injected_guidance_reaches_the_next_snapshot_running_or_waiting() {
         ],
     );
     let task_id = env.submit(agent, marker).await;
-    wait_requests(&env, marker, 1).await;
+    env.wait_asked(marker, 1).await;
     // While the first LLM call runs: the second request shows it.
     let text = "answer in metric units";
     let inject = Inject {
@@ -403,7 +391,7 @@ async fn injected_guidance_reaches_the_next_snapshot_running_or_waiting() {
         text: text.into(),
     };
     control(&env, ControlMessage::Inject(inject)).await;
-    wait_requests(&env, marker, 2).await;
+    env.wait_asked(marker, 2).await;
     // While it waits (paused after the second call): kept for the worker that resumes it.
     control(&env, ControlMessage::Pause(Pause { task_id })).await;
     env.wait_status(task_id, "waiting").await;
@@ -460,7 +448,7 @@ async fn the_gateway_pauses_resumes_injects_and_shows_the_task_state() {
     );
     let budget = json!({"max_tokens": 1000});
     let task_id = submit_with_budget(&env, agent, marker, budget).await;
-    wait_requests(&env, marker, 1).await;
+    env.wait_asked(marker, 1).await;
     let path = |action: &str| format!("/v1/tasks/{task_id}/{action}");
     let sent = gateway.post_json(&path("pause"), &json!({}), 202).await;
     assert_eq!(sent["sent"], "pause");
@@ -522,7 +510,7 @@ async fn guidance_sent_while_a_task_pauses_is_never_lost() {
         ],
     );
     let task_id = env.submit(agent, marker).await;
-    wait_requests(&env, marker, 1).await;
+    env.wait_asked(marker, 1).await;
     control(&env, ControlMessage::Pause(Pause { task_id })).await;
     // One inject every few ms from before the LLM call ends until after the wait is stored.
     let status = || async {

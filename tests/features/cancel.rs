@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::approvals::{decide_now, decision, gate};
-use super::budgets_and_steering::{control, wait_requests};
+use super::budgets_and_steering::control;
 use super::conversations::publish_turn;
 use super::delegation::{agents, child_of};
 use super::rate_limits;
@@ -30,12 +30,8 @@ async fn cancel_when_running(env: &mut TestEnv, marker: &str, replies: Vec<Model
     let agent = env.agent(None, None).await;
     env.fake.script(marker, replies);
     let task_id = env.submit(agent, marker).await;
-    // Wait until the LLM has been called (the recursion is in flight).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while env.fake.requests_for(marker).is_empty() {
-        assert!(Instant::now() < deadline, "LLM never called");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // The recursion is in flight once the model has been asked.
+    env.wait_asked(marker, 1).await;
     env.assert_cancels_within_a_second(task_id).await;
 }
 
@@ -238,7 +234,7 @@ async fn a_paused_task_is_cancelled_within_a_second() {
         ],
     );
     let task_id = env.submit(agent, marker).await;
-    wait_requests(&env, marker, 1).await;
+    env.wait_asked(marker, 1).await;
     control(&env, ControlMessage::Pause(Pause { task_id })).await;
     env.wait_status(task_id, "waiting").await;
     env.assert_cancels_within_a_second(task_id).await;
@@ -263,9 +259,7 @@ async fn cancelling_a_parent_cancels_its_child() {
     );
     let parent = env.submit(boss, "boss-2: go").await;
     let child = child_of(&env, parent).await;
-    while env.fake.requests_for("helper-2").is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    env.wait_asked("helper-2", 1).await;
     env.assert_cancels_within_a_second(parent).await;
     let started = std::time::Instant::now();
     let child_row = env.wait_terminal(child).await;
@@ -311,12 +305,7 @@ async fn a_parked_turn_is_cancelled_within_a_second() {
     );
     env.fake.script("parked-turn", vec![answer_reply("never")]);
     let first = publish_turn(&env, agent, conversation, "long-turn: go").await;
-    let mut waited = 0;
-    while env.fake.requests_for("long-turn").is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        waited += 1;
-        assert!(waited < 1000, "the first turn did not start");
-    }
+    env.wait_asked("long-turn", 1).await;
     let parked = publish_turn(&env, agent, conversation, "parked-turn: go").await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {

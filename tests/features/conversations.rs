@@ -265,9 +265,7 @@ async fn the_reject_policy_refuses_a_turn_that_arrives_while_another_runs() {
         vec![ModelReply::status(500, "must not be called")],
     );
     let running = publish_turn(&env, agent, conversation, "slow-turn: go").await;
-    while env.fake.requests_for("slow-turn").is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    env.wait_asked("slow-turn", 1).await;
     let refused = publish_turn(&env, agent, conversation, "refused-turn: go").await;
     let events = env.published_events(refused).await;
     let task = env.wait_terminal(refused).await;

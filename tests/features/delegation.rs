@@ -192,9 +192,7 @@ async fn a_parent_whose_worker_dies_while_its_child_runs_still_gets_the_answer()
     let mut first = WorkerProcess::spawn(&env.settings, &[]);
     let parent = env.submit(boss, "boss-3: go").await;
     let child = child_of(&env, parent).await;
-    while env.fake.requests_for("helper-3").is_empty() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    env.wait_asked("helper-3", 1).await;
     first.kill();
     let _second = WorkerProcess::spawn(&env.settings, &[]);
     let task = env.wait_terminal(parent).await;

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::support::harness::{self, TestEnv};
-use crate::support::process::WorkerProcess;
+use crate::support::process::{self, WorkerProcess};
+use crate::support::wait::{self, NEXT_STEP_WITHIN, Says, TASK_ENDS_WITHIN};
 use crate::support::words;
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
@@ -21,6 +22,10 @@ use agentd::worker::resolutions::{Outcome, resolve, resolve_verified};
 use agentd::worker::unheld::Sink;
 use serde_json::{Value, json};
 use uuid::Uuid;
+
+/// A resolve resumes its task at once: as soon as its control message arrives, the same
+/// bound as a cancel.
+const RESUMED_WITHIN: Duration = wait::CANCEL_WITHIN;
 
 async fn state_of(env: &TestEnv, task_id: Uuid) -> (String, Option<String>) {
     sqlx::query_as("SELECT status, wait_reason FROM tasks WHERE task_id = $1")
@@ -73,11 +78,13 @@ async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, ScriptedModel) {
     let input = r#"charge steps=1 tool=t__charge args={"amount":5,"sleep_ms":2500}"#;
     let task_id = env.submit(agent, input).await;
     let mut first = WorkerProcess::spawn_with_config(&env.settings, Some(&config), &[]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while call_state(&env, task_id).await.map(|c| c.0).as_deref() != Some("started") {
-        assert!(Instant::now() < deadline, "never started: {}", first.log());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let what = Says(|| format!("the charge started: {}", first.log()));
+    wait::until_true(what, TASK_ENDS_WITHIN, || async {
+        call_state(&env, task_id).await.map(|c| c.0).as_deref() == Some("started")
+    })
+    .await;
+    let killed_servers = first.tool_servers();
+    assert!(!killed_servers.is_empty(), "the worker runs its tool server");
     first.kill();
     let second = WorkerProcess::spawn_with_config(&env.settings, Some(&config), &[]);
     env.wait_status(task_id, "waiting").await;
@@ -108,6 +115,8 @@ async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, ScriptedModel) {
         .await
         .unwrap();
     assert_eq!(held.len(), 1, "listed as waiting for a person");
+    // Whatever the killed worker's charge did, it has done once its server is gone.
+    process::wait_gone(&killed_servers).await;
 
     (env, task_id, ledger, second, llm)
 }
@@ -116,8 +125,6 @@ async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, ScriptedModel) {
 async fn a_held_call_resolved_succeeded_resumes_at_once_and_never_runs_twice() {
     let (env, task_id, ledger, second, _llm) = held_task().await;
     let key = format!("{task_id}:call_0");
-    // Whatever the killed worker's charge did, it finishes before we look.
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let before = std::fs::read_to_string(&ledger).unwrap_or_default();
     let resolved_at = Instant::now();
     let message = ControlMessage::Resolve(Resolve {
@@ -132,19 +139,16 @@ async fn a_held_call_resolved_succeeded_resumes_at_once_and_never_runs_twice() {
     send_control(&env.publisher, &env.settings.amqp, &message)
         .await
         .expect("resolve");
-    while state_of(&env, task_id).await.0 == "waiting" {
-        assert!(
-            resolved_at.elapsed() < Duration::from_secs(10),
-            "{}",
-            second.log()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let what = Says(|| format!("resumed: {}", second.log()));
+    wait::until_true(what, NEXT_STEP_WITHIN, || async {
+        state_of(&env, task_id).await.0 != "waiting"
+    })
+    .await;
     let resumed_in = resolved_at.elapsed();
     let task = env.wait_terminal(task_id).await;
     assert_eq!(task.status, "completed", "{}", second.log());
     assert!(
-        resumed_in < Duration::from_secs(1),
+        resumed_in < RESUMED_WITHIN,
         "resumed {resumed_in:?} after the resolve"
     );
     let (state, success, result) = call_state(&env, task_id).await.expect("row");
@@ -214,7 +218,6 @@ async fn a_held_call_resolved_succeeded_resumes_at_once_and_never_runs_twice() {
 #[tokio::test]
 async fn a_held_call_resolved_retry_runs_again_under_the_same_key() {
     let (env, task_id, ledger, second, _llm) = held_task().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let key = format!("{task_id}:call_0");
     let before = std::fs::read_to_string(&ledger).unwrap_or_default();
     let sink = Sink {

@@ -17,6 +17,8 @@ use uuid::Uuid;
 
 use agentd::scripted_model::ScriptedModel;
 
+use super::wait;
+
 /// A running worker with its own database, broker names and scripted model.
 pub struct TestEnv {
     pub settings: Settings,
@@ -165,9 +167,9 @@ impl TestEnv {
         task_id
     }
 
-    /// Waits until the task's row is terminal and returns it.
+    /// Waits until the task's row is terminal ([`wait::TASK_ENDS_WITHIN`]) and returns it.
     pub async fn wait_terminal(&self, task_id: Uuid) -> store::tasks::TaskRow {
-        self.wait_terminal_within(task_id, Duration::from_secs(30))
+        self.wait_terminal_within(task_id, wait::TASK_ENDS_WITHIN)
             .await
     }
 
@@ -177,28 +179,20 @@ impl TestEnv {
         task_id: Uuid,
         limit: Duration,
     ) -> store::tasks::TaskRow {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
+        wait::until(format!("task {task_id} ends"), limit, || async {
             let task = store::tasks::get(&self.pool, task_id)
                 .await
                 .expect("get task");
-            if let Some(task) = task
-                && store::tasks::status::is_terminal(&task.status)
-            {
-                return task;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "task {task_id} did not end in {limit:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            task.filter(|task| store::tasks::status::is_terminal(&task.status))
+        })
+        .await
     }
 
-    /// Collects published events of `task_id` until its terminal event (or 30 s).
+    /// Collects published events of `task_id` until its terminal event (or
+    /// [`wait::TASK_ENDS_WITHIN`]).
     pub async fn published_events(&mut self, task_id: Uuid) -> Vec<Value> {
         let mut seen = Vec::new();
-        let deadline = tokio::time::sleep(Duration::from_secs(30));
+        let deadline = tokio::time::sleep(wait::TASK_ENDS_WITHIN);
         tokio::pin!(deadline);
         loop {
             let delivery = tokio::select! {
@@ -270,7 +264,7 @@ impl TestEnv {
     }
 
     /// Cancels a running task as `agentd cancel` does and checks that it ends `cancelled`
-    /// within a second, with task.cancelled as its last published event.
+    /// within [`wait::CANCEL_WITHIN`], with task.cancelled as its last published event.
     pub async fn assert_cancels_within_a_second(&mut self, task_id: Uuid) {
         let sent = std::time::Instant::now();
         agentd::cli::cancel::run(&self.settings, task_id)
@@ -279,30 +273,37 @@ impl TestEnv {
         let task = self.wait_terminal(task_id).await;
         let took = sent.elapsed();
         assert_eq!(task.status, "cancelled");
-        assert!(took < Duration::from_secs(1), "cancelled in {took:?}");
+        assert!(took < wait::CANCEL_WITHIN, "cancelled in {took:?}");
         let events = self.published_events(task_id).await;
         assert_eq!(events.last().unwrap()["type"], "task.cancelled");
     }
 
-    /// Waits until the task's status is `status` (15 s at most); returns how long it took.
+    /// Waits until the task's status is `status` ([`wait::NEXT_STEP_WITHIN`]); returns how
+    /// long it took.
     pub async fn wait_status(&self, task_id: Uuid, status: &str) -> Duration {
         let started = std::time::Instant::now();
-        loop {
+        let what = format!("task {task_id} becomes {status}");
+        wait::until_true(what, wait::NEXT_STEP_WITHIN, || async {
             let current: Option<String> =
                 sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
                     .bind(task_id)
                     .fetch_optional(&self.pool)
                     .await
                     .expect("status");
-            if current.as_deref() == Some(status) {
-                return started.elapsed();
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(15),
-                "task {task_id} is {current:?}, not {status}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+            current.as_deref() == Some(status)
+        })
+        .await;
+        started.elapsed()
+    }
+
+    /// Waits until the scripted model got at least `count` requests for `marker`
+    /// ([`wait::NEXT_STEP_WITHIN`]): the task is in that LLM call (or past it).
+    pub async fn wait_asked(&self, marker: &str, count: usize) {
+        let what = format!("{count} request(s) for {marker:?}");
+        wait::until_true(what, wait::NEXT_STEP_WITHIN, || async {
+            self.fake.requests_for(marker).len() >= count
+        })
+        .await;
     }
 
     /// The stored events of a task, in seq order.
@@ -315,9 +316,29 @@ impl TestEnv {
             .expect("events")
     }
 
-    /// Reads one message from the dead-letter queue, waiting up to 10 s, with its reason.
+    /// `(ready messages, consumers)` of the queue `queue` now (a passive declare: the queue
+    /// must exist). Messages a consumer holds unacknowledged are not counted.
+    pub async fn queue_state(&self, queue: &str) -> (u32, u32) {
+        let channel = self.broker.channel().await.expect("channel");
+        let state = channel
+            .queue_declare(
+                queue.into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .await
+            .unwrap_or_else(|err| panic!("queue {queue}: {err}"));
+        let _ = channel.close(200, "done".into()).await;
+        (state.message_count(), state.consumer_count())
+    }
+
+    /// Reads one message from the dead-letter queue, waiting up to
+    /// [`wait::DEAD_LETTER_WITHIN`], with its reason.
     pub async fn dead_letter(&self) -> Option<(Vec<u8>, Option<String>)> {
-        self.dead_letter_within(Duration::from_secs(10)).await
+        self.dead_letter_within(wait::DEAD_LETTER_WITHIN).await
     }
 
     /// Reads one message from the dead-letter queue if there is one now.
@@ -352,7 +373,7 @@ impl TestEnv {
             if tokio::time::Instant::now() > deadline {
                 return None;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(wait::POLL).await;
         }
     }
 
@@ -360,9 +381,9 @@ impl TestEnv {
     pub async fn stop(mut self) {
         self.shutdown.cancel();
         if let Some(worker) = self.worker.take() {
-            let result = tokio::time::timeout(Duration::from_secs(15), worker).await;
+            let result = tokio::time::timeout(wait::WORKER_STOPS_WITHIN, worker).await;
             let result = result
-                .expect("worker stops within 15 s")
+                .expect("the worker stops in time")
                 .expect("worker task");
             result.expect("worker ended without error");
         }
@@ -394,7 +415,7 @@ impl Drop for TestEnv {
             runtime.block_on(async {
                 let broker = agentd::amqp::Broker::new(&settings.amqp.url);
                 let removing = remove_namespace(&settings, &broker);
-                let _ = tokio::time::timeout(Duration::from_secs(20), removing).await;
+                let _ = tokio::time::timeout(wait::CLEANUP_WITHIN, removing).await;
                 broker.close().await;
             });
         });
@@ -475,7 +496,7 @@ pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
     let client = reqwest::Client::new();
     match client
         .get(format!("http://{addr}{path}"))
-        .timeout(Duration::from_secs(5))
+        .timeout(wait::HTTP_WITHIN)
         .send()
         .await
     {

@@ -3,4 +3,5 @@ pub mod harness;
 pub mod process;
 pub mod schema;
 pub mod tools;
+pub mod wait;
 pub mod words;
