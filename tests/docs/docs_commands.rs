@@ -13,8 +13,17 @@ use std::time::Duration;
 
 use crate::support::harness::{TestEnv, free_local_addr};
 use crate::support::process::env_for;
+use crate::support::wait;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+
+/// `agentd dev` prints its banner within this: it migrates its database and starts a
+/// worker and the gateway first.
+const DEV_STARTS_WITHIN: Duration = Duration::from_secs(60);
+
+/// Every checked block of the docs, run one after another in one bash script (each a
+/// fresh `agentd` process, some waiting for a demo task), ends within this.
+const BLOCKS_RUN_WITHIN: Duration = Duration::from_secs(300);
 
 /// A block to run: where it is and its text.
 struct Block {
@@ -136,17 +145,11 @@ async fn every_checked_block_of_the_docs_runs() {
         .kill_on_drop(true)
         .spawn()
         .expect("start agentd dev");
-    let started = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let text = std::fs::read_to_string(&banner).unwrap_or_default();
-            if text.contains("Ctrl-C stops it") {
-                return text;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    let started = wait::until("agentd dev prints its banner", DEV_STARTS_WITHIN, || {
+        let text = std::fs::read_to_string(&banner).unwrap_or_default();
+        async move { text.contains("Ctrl-C stops it").then_some(text) }
     })
-    .await
-    .expect("agentd dev prints its banner");
+    .await;
     assert!(started.contains("DEMO"), "{started}");
 
     let mut bash = Command::new("bash")
@@ -162,9 +165,9 @@ async fn every_checked_block_of_the_docs_runs() {
     let mut stdin = bash.stdin.take().unwrap();
     stdin.write_all(script(&blocks).as_bytes()).await.unwrap();
     drop(stdin);
-    let ran = tokio::time::timeout(Duration::from_secs(300), bash.wait_with_output())
+    let ran = tokio::time::timeout(BLOCKS_RUN_WITHIN, bash.wait_with_output())
         .await
-        .expect("the docs' blocks end within 5 minutes")
+        .expect("the docs' blocks end in time")
         .expect("bash runs");
     let stdout = String::from_utf8_lossy(&ran.stdout);
     let stderr = String::from_utf8_lossy(&ran.stderr);

@@ -9,11 +9,16 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::harness::TestEnv;
+use crate::support::wait;
 use agentd::scripted_model::{answer_reply, call_tool_reply};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use uuid::Uuid;
+
+/// An example producer or subscriber (a Python or Node.js process that connects, then
+/// waits for the task's outcome, with its own 60 s timeout) ends within this.
+const EXAMPLE_ENDS_WITHIN: Duration = Duration::from_secs(90);
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -114,7 +119,7 @@ async fn run_example(env: &TestEnv, language: &str, interpreter: &[String], agen
     .spawn()
     .expect("start follow");
     let mut stderr = BufReader::new(follow.stderr.take().unwrap()).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(30), stderr.next_line()).await;
+    let ready = tokio::time::timeout(wait::WORKER_READY_WITHIN, stderr.next_line()).await;
     assert!(
         matches!(&ready, Ok(Ok(Some(line))) if line.contains("following")),
         "{language} follow did not start: {ready:?}"
@@ -134,7 +139,7 @@ async fn run_example(env: &TestEnv, language: &str, interpreter: &[String], agen
         ],
     )
     .output();
-    let submitted = tokio::time::timeout(Duration::from_secs(90), submitted)
+    let submitted = tokio::time::timeout(EXAMPLE_ENDS_WITHIN, submitted)
         .await
         .expect("submit ends")
         .expect("submit runs");
@@ -148,7 +153,7 @@ async fn run_example(env: &TestEnv, language: &str, interpreter: &[String], agen
     assert_eq!(outcome["type"], "task.completed");
     assert_eq!(outcome["task_id"], task_id.as_str());
     assert_eq!(outcome["data"]["answer"], "42");
-    let followed = tokio::time::timeout(Duration::from_secs(60), follow.wait_with_output())
+    let followed = tokio::time::timeout(EXAMPLE_ENDS_WITHIN, follow.wait_with_output())
         .await
         .expect("follow ends")
         .expect("follow runs");

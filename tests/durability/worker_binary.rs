@@ -310,21 +310,10 @@ async fn a_redelivered_message_waits_for_its_live_holder() {
     // message is left in the queue, ready or held.
     let queue = &env.settings.amqp.tasks_queue;
     wait::until_true("both deliveries were settled", NEXT_STEP_WITHIN, || async {
-        queue_messages(queue) == Some(0)
+        harness::broker_messages(queue) == Some(0)
     })
     .await;
     env.stop().await;
-}
-
-/// The messages in `queue`, ready and unacknowledged, as `rabbitmqctl` lists them.
-fn queue_messages(queue: &str) -> Option<u64> {
-    let output = Command::new("rabbitmqctl")
-        .args(["-q", "list_queues", "name", "messages"])
-        .output()
-        .expect("rabbitmqctl");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .find_map(|line| line.strip_prefix(queue)?.trim().parse().ok())
 }
 
 /// The broker's connection pids of the connections opened by process `pid`.

@@ -13,16 +13,12 @@ mod tasks;
 
 use std::path::Path;
 use std::process::{Output, Stdio};
-use std::time::Duration;
 
 use crate::support::harness::TestEnv;
 use crate::support::process::env_for;
+use crate::support::wait::{self, COMMAND_WITHIN, WORKER_READY_WITHIN};
 use agentd::config::Settings;
 use uuid::Uuid;
-
-/// Longest a command that must end on its own may take (start-up, connections, a loaded
-/// machine), before the test calls it a hang.
-pub(crate) const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs `agentd ARGS` in `dir` with the test's settings (and `extra` variables); its output.
 pub(crate) async fn agentd_in(
@@ -39,9 +35,9 @@ pub(crate) async fn agentd_in(
         .args(args)
         .stdin(Stdio::null())
         .kill_on_drop(true);
-    tokio::time::timeout(COMMAND_LIMIT, command.output())
+    tokio::time::timeout(COMMAND_WITHIN, command.output())
         .await
-        .unwrap_or_else(|_| panic!("agentd {args:?} did not end within {COMMAND_LIMIT:?}"))
+        .unwrap_or_else(|_| panic!("agentd {args:?} did not end within {COMMAND_WITHIN:?}"))
         .expect("agentd runs")
 }
 
@@ -95,16 +91,10 @@ pub(crate) async fn queued(env: &TestEnv) -> u32 {
 pub(crate) async fn wait_for_worker(env: &TestEnv) {
     let broker = env.publisher.broker();
     let queue = &env.settings.amqp.tasks_queue;
-    let deadline = tokio::time::Instant::now() + COMMAND_LIMIT;
-    while agentd::amqp::topology::consumer_count(broker, queue)
-        .await
-        .expect("the tasks queue")
-        == 0
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no worker consumes {queue}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("a worker consumes {queue}");
+    wait::until_true(what, WORKER_READY_WITHIN, || async {
+        let consumers = agentd::amqp::topology::consumer_count(broker, queue).await;
+        consumers.expect("the tasks queue") > 0
+    })
+    .await;
 }

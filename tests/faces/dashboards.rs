@@ -640,7 +640,7 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
 
     // Some series appear a moment after the task ends (the dead letter, the prune, the
     // restart): scrape until nothing is missing, or report what still is.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + SERIES_APPEAR_WITHIN;
     let problems = loop {
         let (status, body) = harness::http_get(&addr, "/metrics").await;
         assert_eq!(status, 200, "{body}");
@@ -648,7 +648,7 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
         if problems.is_empty() || tokio::time::Instant::now() > deadline {
             break problems;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(SCRAPE_EVERY).await;
     };
     assert!(
         problems.is_empty(),
@@ -661,6 +661,14 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
 
 /// How long a fresh worker may take to serve its first complete scrape.
 const FIRST_SCRAPE_WAIT: Duration = Duration::from_secs(20);
+
+/// Series born a moment after the tasks end (the dead letter, the prune, the MCP server's
+/// restart) are exported within this.
+const SERIES_APPEAR_WITHIN: Duration = Duration::from_secs(20);
+
+/// How often `/metrics` is scraped again while series are missing (each scrape renders
+/// every series).
+const SCRAPE_EVERY: Duration = Duration::from_millis(100);
 
 /// Before any task: every metric and label the files name is exported by a fresh worker,
 /// every counter and histogram at 0 (a series born at its first event has no `increase()`).
@@ -692,7 +700,7 @@ async fn every_metric_the_dashboard_and_alerts_name_exists_at_zero_before_any_ta
         if problems.is_empty() || tokio::time::Instant::now() > deadline {
             break (problems, body);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(SCRAPE_EVERY).await;
     };
     assert!(
         problems.is_empty(),

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::harness::{TestEnv, free_local_addr, http_get, scratch_dir};
 use crate::support::process::WorkerProcess;
+use crate::support::wait::{self, Says};
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Pause, Resume};
@@ -27,6 +28,17 @@ use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
+
+/// Phoenix (a Python server that creates its database first) answers its health check
+/// within this after it is started.
+const PHOENIX_STARTS_WITHIN: Duration = Duration::from_secs(120);
+
+/// A task's spans are all readable from Phoenix within this after the task ended (the
+/// worker exports every 200 ms here; Phoenix ingests in batches).
+const SPANS_ARRIVE_WITHIN: Duration = Duration::from_secs(60);
+
+/// How often Phoenix is asked again: each question is a Python request, not a cheap query.
+const PHOENIX_POLL: Duration = Duration::from_millis(250);
 
 /// The `phoenix` executable, or None (skipped) outside CI.
 fn phoenix() -> Option<String> {
@@ -82,11 +94,11 @@ async fn start_phoenix(executable: &str) -> (Child, String) {
     let started = Instant::now();
     while http_get(&http, "/healthz").await.0 != 200 {
         assert!(
-            started.elapsed() < Duration::from_secs(120),
+            started.elapsed() < PHOENIX_STARTS_WITHIN,
             "Phoenix did not start: {}",
             std::fs::read_to_string(dir.join("phoenix.log")).unwrap_or_default()
         );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(PHOENIX_POLL).await;
     }
     (child, http)
 }
@@ -159,11 +171,11 @@ async fn spans_of(phoenix: &str, trace_id: &str, expected: usize) -> Vec<SpanVie
             return spans;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < SPANS_ARRIVE_WITHIN,
             "Phoenix has {} of {expected} spans of {trace_id} (status {status}): {body}",
             spans.len()
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(PHOENIX_POLL).await;
     }
 }
 
@@ -363,23 +375,16 @@ async fn export_of_a_task(
     let task_id = env.submit(agent, "otel-env").await;
     let task = env.wait_terminal_within(task_id, EXPORT_WAIT).await;
     assert_eq!(task.status, "completed", "{}", worker.log());
-    let deadline = Instant::now() + EXPORT_WAIT;
     let trace_id = *task_id.as_bytes();
-    let export = loop {
+    let what = Says(|| format!("an export holds the task's trace: {}", worker.log()));
+    let export = wait::until(what, EXPORT_WAIT, || {
         let received = exports.lock().unwrap().clone();
-        if let Some(export) = received
-            .iter()
-            .find(|(_, _, body)| contains(body, &trace_id))
-        {
-            break export.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no export holds the task's trace: {}",
-            worker.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        let found = received
+            .into_iter()
+            .find(|(_, _, body)| contains(body, &trace_id));
+        async move { found }
+    })
+    .await;
     drop(worker);
     env.stop().await;
     let received = exports.lock().unwrap().clone();

@@ -7,11 +7,11 @@
 //! decide and list, and a decision holding NUL is stored as U+FFFD.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use crate::support::gateway::Gateway;
 use crate::support::harness::TestEnv;
 use crate::support::process::{WorkerProcess, env_for};
+use crate::support::wait::{self, NEXT_STEP_WITHIN};
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Approval;
@@ -222,11 +222,12 @@ async fn each_decision_kind_reaches_the_model_and_ungated_calls_run_with_the_app
         .await
         .expect("decided")
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while decided_count().await < 3 {
-        assert!(Instant::now() < deadline, "control decisions not applied");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait::until_true(
+        "the control decisions applied",
+        NEXT_STEP_WITHIN,
+        || async { decided_count().await >= 3 },
+    )
+    .await;
     env.wait_status(task_id, "waiting").await;
     let mut respond = decision(DecisionKind::Respond, "cy");
     respond.result = Some(json!({"value": 42}));

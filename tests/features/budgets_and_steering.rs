@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::gateway::Gateway;
 use crate::support::harness::TestEnv;
+use crate::support::wait::{self, NEXT_STEP_WITHIN};
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Inject, Pause, Resume};
@@ -13,6 +14,16 @@ use agentd::core::budget::{Budget, Price};
 use agentd::scripted_model::{answer_reply, call_tool_reply, reflect_reply};
 use serde_json::{Value, json};
 use uuid::Uuid;
+
+/// How long a paused task is watched for a request it must not make: the test is about
+/// nothing happening while it waits, so this is a stretch of time, not an event.
+const PAUSED_FOR: Duration = Duration::from_millis(1500);
+
+/// A resumed task's next recursion (one scripted reply, no delay) is answered within this.
+const RESUMED_ANSWERS_WITHIN: Duration = Duration::from_secs(2);
+
+/// How often the burst test sends guidance while the task goes from running to waiting.
+const INJECT_EVERY: Duration = Duration::from_millis(3);
 
 /// USD per million tokens for the test agent's model: 11 × 1000 + 7 × 2000 = 0.025 $/call.
 fn priced(settings: &mut agentd::config::Settings) {
@@ -259,7 +270,7 @@ async fn a_paused_task_makes_no_llm_request_until_it_is_resumed() {
         (reason.as_deref(), owner, iterations),
         (Some("paused"), None, 1)
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(PAUSED_FOR).await;
     assert_eq!(
         env.fake.requests_for(marker).len(),
         1,
@@ -286,7 +297,7 @@ async fn a_paused_task_makes_no_llm_request_until_it_is_resumed() {
         json!({"iteration": 1, "reason": "resumed"})
     );
     assert!(
-        sent.elapsed() < Duration::from_secs(2),
+        sent.elapsed() < RESUMED_ANSWERS_WITHIN,
         "resumed and answered in {:?}",
         sent.elapsed()
     );
@@ -329,7 +340,11 @@ async fn a_pause_breach_waits_for_a_resume_with_a_larger_budget() {
         }),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // It is taken up again, finds the budget still spent and waits again, asking nothing.
+    wait::until_true("waiting again", NEXT_STEP_WITHIN, || async {
+        of_type(&env.stored_events(task_id).await, "task.waiting").len() >= 2
+    })
+    .await;
     env.wait_status(task_id, "waiting").await;
     assert_eq!(env.fake.requests_for(marker).len(), 2);
     let larger = Budget {
@@ -400,14 +415,11 @@ async fn injected_guidance_reaches_the_next_snapshot_running_or_waiting() {
         text: "and be brief".into(),
     };
     control(&env, ControlMessage::Inject(later)).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while of_type(&env.stored_events(task_id).await, "input.injected").len() < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the waiting task's guidance was not stored"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = "the waiting task's guidance stored";
+    wait::until_true(what, NEXT_STEP_WITHIN, || async {
+        of_type(&env.stored_events(task_id).await, "input.injected").len() >= 2
+    })
+    .await;
     control(
         &env,
         ControlMessage::Resume(Resume {
@@ -460,18 +472,11 @@ async fn the_gateway_pauses_resumes_injects_and_shows_the_task_state() {
     gateway
         .post_json(&path("inject"), &json!({"text": "  "}), 422)
         .await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let state = loop {
+    let state = wait::until("the state shows the guidance", NEXT_STEP_WITHIN, || async {
         let state = gateway.get_json(&path("state"), 200).await;
-        if state["user_guidance"] == json!(["cite sources"]) {
-            break state;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "state never showed the guidance: {state}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        (state["user_guidance"] == json!(["cite sources"])).then_some(state)
+    })
+    .await;
     assert_eq!(state["status"], "waiting");
     assert_eq!(state["wait_reason"], "paused");
     assert_eq!(state["iteration"], 1);
@@ -534,21 +539,13 @@ async fn guidance_sent_while_a_task_pauses_is_never_lost() {
         if status().await == "waiting" {
             after_wait += 1;
         }
-        tokio::time::sleep(Duration::from_millis(3)).await;
+        tokio::time::sleep(INJECT_EVERY).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let stored = of_type(&env.stored_events(task_id).await, "input.injected").len();
-        if stored == sent.len() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{stored} of {} injects stored",
-            sent.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("{} injects stored", sent.len());
+    wait::until_true(what, NEXT_STEP_WITHIN, || async {
+        of_type(&env.stored_events(task_id).await, "input.injected").len() == sent.len()
+    })
+    .await;
     control(
         &env,
         ControlMessage::Resume(Resume {

@@ -9,8 +9,9 @@
 use std::time::{Duration, Instant};
 
 use crate::support::gateway::Gateway;
-use crate::support::harness::TestEnv;
+use crate::support::harness::{TestEnv, broker_messages};
 use crate::support::tools::TestTools;
+use crate::support::wait::{self, CANCEL_WITHIN, NEXT_STEP_WITHIN};
 use crate::support::words::{self, ByInput};
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Cancel, Pause};
@@ -25,6 +26,13 @@ use super::budgets_and_steering::control;
 use super::conversations::publish_turn;
 use super::delegation::{agents, child_of};
 use super::rate_limits;
+
+/// The child of a cancelled parent ends within this after the parent: its cancel goes out
+/// as the parent's is applied (the same second as the parent's, and a margin).
+const CHILD_CANCELLED_WITHIN: Duration = Duration::from_secs(2);
+
+/// How long the task without a rate-limit slot is watched for a request it must not send.
+const SLOTLESS_FOR: Duration = Duration::from_millis(500);
 
 async fn cancel_when_running(env: &mut TestEnv, marker: &str, replies: Vec<ModelReply>) {
     let agent = env.agent(None, None).await;
@@ -94,41 +102,35 @@ async fn a_queued_task_cancelled_by_a_raw_control_message_never_starts() {
     let agent = env.agent(None, None).await;
     let busy = env.submit(agent, "busy steps=1 delay_ms=1500").await;
     let queued = env.submit(agent, "queued steps=1").await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while llm.calls_for("busy steps=1 delay_ms=1500") == 0 {
-        assert!(Instant::now() < deadline, "the first task never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait::until_true(
+        "the first task asked the model",
+        NEXT_STEP_WITHIN,
+        || async { llm.calls_for("busy steps=1 delay_ms=1500") > 0 },
+    )
+    .await;
     let sent = Instant::now();
     let cancel = ControlMessage::Cancel(Cancel { task_id: queued });
     agentd::cancel::send_control(&env.publisher, &env.settings.amqp, &cancel)
         .await
         .expect("publish cancel");
-    let streams = env
-        .published_streams(&[queued], Duration::from_secs(5))
-        .await;
+    let streams = env.published_streams(&[queued], NEXT_STEP_WITHIN).await;
     let took = sent.elapsed();
     let kinds: Vec<&str> = streams[&queued]
         .iter()
         .filter_map(|e| e["type"].as_str())
         .collect();
     assert_eq!(kinds, ["task.cancelled"], "no task.started before it");
-    assert!(
-        took < Duration::from_secs(1),
-        "task.cancelled after {took:?}"
-    );
+    assert!(took < CANCEL_WITHIN, "task.cancelled after {took:?}");
     assert_eq!(streams[&queued][0]["agent_id"], Value::Null);
     assert_eq!(env.wait_terminal(busy).await.status, "completed");
-    // The queued message is acknowledged unrun once the worker reads it.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while queue_depth(&env).await > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the cancelled task's message stays queued"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The queued message is acknowledged unrun once the worker reads it: then nothing
+    // more can be published for it.
+    let queue = &env.settings.amqp.tasks_queue;
+    let what = "the cancelled task's message acknowledged";
+    wait::until_true(what, NEXT_STEP_WITHIN, || async {
+        broker_messages(queue) == Some(0)
+    })
+    .await;
     let stored: Vec<String> = env
         .stored_events(queued)
         .await
@@ -138,22 +140,6 @@ async fn a_queued_task_cancelled_by_a_raw_control_message_never_starts() {
     assert_eq!(stored, ["task.cancelled"], "nothing more was published");
     assert_eq!(llm.calls_for("queued steps=1"), 0);
     env.stop().await;
-}
-
-async fn queue_depth(env: &TestEnv) -> u32 {
-    let channel = env.publisher.channel().await.expect("channel");
-    channel
-        .queue_declare(
-            env.settings.amqp.tasks_queue.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await
-        .expect("tasks queue")
-        .message_count()
 }
 
 #[tokio::test]
@@ -170,8 +156,7 @@ async fn cancel_inside_a_tool() {
         ],
     );
     let task_id = env.submit(agent, marker).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    wait::until_true("the tool started", NEXT_STEP_WITHIN, || async {
         let started: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM events WHERE task_id = $1 AND type = 'tool.started'",
         )
@@ -179,12 +164,9 @@ async fn cancel_inside_a_tool() {
         .fetch_one(&env.pool)
         .await
         .unwrap();
-        if started == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the tool never started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        started == 1
+    })
+    .await;
     env.assert_cancels_within_a_second(task_id).await;
     env.stop().await;
 }
@@ -265,7 +247,7 @@ async fn cancelling_a_parent_cancels_its_child() {
     let child_row = env.wait_terminal(child).await;
     assert_eq!(child_row.status, "cancelled");
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < CHILD_CANCELLED_WITHIN,
         "child cancelled after {:?}",
         started.elapsed()
     );
@@ -281,7 +263,10 @@ async fn a_task_waiting_for_a_slot_is_cancelled_within_a_second() {
     let first = env.submit(agent, "the one slot").await;
     assert_eq!(env.wait_terminal(first).await.status, "completed");
     let waiting = env.submit(agent, "no slot left").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    env.wait_status(waiting, "running").await;
+    // Running, it asks for a slot and gets none: the test is about it staying off the
+    // provider, so it is watched for a stretch of time.
+    tokio::time::sleep(SLOTLESS_FOR).await;
     assert_eq!(
         provider.arrivals().len(),
         1,
@@ -307,8 +292,7 @@ async fn a_parked_turn_is_cancelled_within_a_second() {
     let first = publish_turn(&env, agent, conversation, "long-turn: go").await;
     env.wait_asked("long-turn", 1).await;
     let parked = publish_turn(&env, agent, conversation, "parked-turn: go").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    wait::until_true("the second turn parked", NEXT_STEP_WITHIN, || async {
         let reason: Option<String> =
             sqlx::query_scalar("SELECT wait_reason FROM tasks WHERE task_id = $1")
                 .bind(parked)
@@ -316,15 +300,9 @@ async fn a_parked_turn_is_cancelled_within_a_second() {
                 .await
                 .expect("row")
                 .flatten();
-        if reason.as_deref() == Some("conversation") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the second turn was not parked"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        reason.as_deref() == Some("conversation")
+    })
+    .await;
     env.assert_cancels_within_a_second(parked).await;
     assert!(env.fake.requests_for("parked-turn").is_empty());
     assert_eq!(env.wait_terminal(first).await.status, "completed");

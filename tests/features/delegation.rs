@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::support::gateway::Gateway;
 use crate::support::harness::TestEnv;
 use crate::support::process::WorkerProcess;
+use crate::support::wait::{self, NEXT_STEP_WITHIN};
 use agentd::scripted_model::{answer_reply, call_tool_reply, reflect_reply};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -28,23 +29,14 @@ pub(super) async fn agents(env: &TestEnv) -> (Uuid, Uuid) {
 }
 
 pub(super) async fn child_of(env: &TestEnv, parent: Uuid) -> Uuid {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let child: Option<Uuid> =
-            sqlx::query_scalar("SELECT task_id FROM tasks WHERE parent_task_id = $1")
-                .bind(parent)
-                .fetch_optional(&env.pool)
-                .await
-                .expect("child");
-        if let Some(child) = child {
-            return child;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no child of {parent}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait::until(format!("a child of {parent}"), NEXT_STEP_WITHIN, || async {
+        sqlx::query_scalar("SELECT task_id FROM tasks WHERE parent_task_id = $1")
+            .bind(parent)
+            .fetch_optional(&env.pool)
+            .await
+            .expect("child")
+    })
+    .await
 }
 
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {

@@ -3,6 +3,7 @@
 //! running, pending and recent tasks alone; `--dry-run` removes nothing.
 
 use crate::support::harness::TestEnv;
+use crate::support::wait::{self, NEXT_STEP_WITHIN};
 use agentd::store::prune::{self, PruneCounts, PruneRequest};
 use chrono::Duration;
 use sqlx::PgPool;
@@ -172,14 +173,11 @@ async fn the_worker_prunes_periodically_when_configured() {
     .await;
     let old = task(&env.pool, "completed", 8).await;
     let recent = task(&env.pool, "completed", 6).await;
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
-    while rows(&env.pool, &[old]).await[0] != 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the periodic prune did not run"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    // Every second (retention.interval_secs): the first pass comes within a few.
+    wait::until_true("the periodic prune ran", NEXT_STEP_WITHIN, || async {
+        rows(&env.pool, &[old]).await[0] == 0
+    })
+    .await;
     assert_eq!(rows(&env.pool, &[old]).await, [0; 5]);
     assert_eq!(rows(&env.pool, &[recent]).await, [1, 1, 1, 1, 2]);
     env.stop().await;

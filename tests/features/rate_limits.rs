@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::harness::TestEnv;
+use crate::support::wait::{self, TASK_ENDS_WITHIN};
 use agentd::core::rate_limit::RateLimit;
 use agentd::scripted_model::{ModelReply, ScriptedModel, answer_reply};
 use serde_json::json;
@@ -64,7 +65,8 @@ impl Provider {
         };
         self.arrivals.lock().unwrap().push((now, allowed));
         if !allowed {
-            return ModelReply::status(429, "rate limit exceeded").with_retry_after(1);
+            return ModelReply::status(429, "rate limit exceeded")
+                .with_retry_after(RETRY_AFTER.as_secs());
         }
         answer_reply("ok").with_delay(delay)
     }
@@ -100,6 +102,22 @@ pub(super) async fn env_with(
     (env, stops)
 }
 
+/// A task under a shared limit waits for the others' slots: 40 tasks at 8 per 2 s take
+/// about 10 s, and the last may wait for nearly all of them.
+const LIMITED_TASK_ENDS_WITHIN: Duration = Duration::from_secs(120);
+
+/// 40 requests at 8 per 2 s: the last can go no sooner than 8 s after the first (less
+/// 100 ms for the clocks), and, paced well, not much later than twice that.
+const FORTY_AT_LEAST: Duration = Duration::from_millis(7_900);
+const FORTY_AT_MOST: Duration = Duration::from_secs(16);
+
+/// The provider's Retry-After in the hold test, and the stretch after the first 429 in
+/// which no request may arrive: from 300 ms (requests already on their way may still
+/// come) to 900 ms (the hold ends at 1 s, less the jitter of the waiters).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+const HELD_FROM: Duration = Duration::from_millis(300);
+const HELD_UNTIL: Duration = Duration::from_millis(900);
+
 pub(super) fn limit(rpm: u32, window_secs: f64) -> RateLimit {
     RateLimit {
         model: "fake-*".into(),
@@ -117,7 +135,7 @@ async fn run_tasks(env: &TestEnv, count: usize) -> Vec<Uuid> {
     }
     for task_id in &tasks {
         assert_eq!(
-            env.wait_terminal_within(*task_id, Duration::from_secs(120))
+            env.wait_terminal_within(*task_id, LIMITED_TASK_ENDS_WITHIN)
                 .await
                 .status,
             "completed"
@@ -157,11 +175,8 @@ async fn three_workers_keep_together_to_the_limit_and_no_429_reaches_a_task() {
     assert_eq!(arrivals.len(), 40);
     // 40 requests at 8 per 2 s: the last can go no sooner than 8 s after the first.
     let span = arrivals.last().unwrap().0 - arrivals[0].0;
-    assert!(
-        span >= Duration::from_millis(7_900),
-        "40 requests in {span:?}"
-    );
-    assert!(span < Duration::from_secs(16), "40 requests took {span:?}");
+    assert!(span >= FORTY_AT_LEAST, "40 requests in {span:?}");
+    assert!(span < FORTY_AT_MOST, "40 requests took {span:?}");
     let (queued, max_queued): (i64, Option<i64>) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE queued_ms > 0), max(queued_ms) FROM llm_calls \
          WHERE task_id = ANY($1)",
@@ -200,31 +215,29 @@ async fn a_429_holds_the_whole_bucket_for_its_retry_after() {
             }
         })
     };
-    // Wait until the first 429 and the second after it have passed.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let first_refusal = loop {
-        if let Some((at, _)) = provider.arrivals().into_iter().find(|(_, ok)| !ok) {
-            break at;
-        }
-        assert!(Instant::now() < deadline, "the provider never refused");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Wait until the first 429, then watch the hold it starts: the test is about what
+    // happens during its Retry-After, so it lets that time pass (and half as much again).
+    let first_refusal = wait::until("the provider refused", TASK_ENDS_WITHIN, || async {
+        let arrivals = provider.arrivals().into_iter();
+        arrivals.filter(|(_, ok)| !ok).map(|(at, _)| at).next()
+    })
+    .await;
+    tokio::time::sleep(RETRY_AFTER + RETRY_AFTER / 2).await;
     // Requests already on their way when the first 429 came may still arrive; then nothing
-    // until its Retry-After (1 s) is over.
+    // until its Retry-After is over.
     let during: Vec<Duration> = provider
         .arrivals()
         .into_iter()
         .filter(|(at, _)| *at > first_refusal)
         .map(|(at, _)| at - first_refusal)
-        .filter(|after| *after > Duration::from_millis(300) && *after < Duration::from_millis(900))
+        .filter(|after| *after > HELD_FROM && *after < HELD_UNTIL)
         .collect();
     assert!(during.is_empty(), "requests during the hold: {during:?}");
     // Requests did come after the hold.
     let after = provider
         .arrivals()
         .into_iter()
-        .filter(|(at, _)| *at > first_refusal + Duration::from_millis(900))
+        .filter(|(at, _)| *at > first_refusal + HELD_UNTIL)
         .count();
     assert!(after > 0, "nothing was sent after the hold");
     submitter.await.expect("submitter");

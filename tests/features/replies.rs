@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::harness::TestEnv;
+use crate::support::wait::{self, NEXT_STEP_WITHIN, TASK_ENDS_WITHIN};
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Cancel;
@@ -64,22 +65,25 @@ async fn stored_terminal(env: &TestEnv, task_id: Uuid) -> Value {
         .expect("a stored terminal event")
 }
 
-/// Whether the row records the reply sent, within 5 s (the mark commits just after the
-/// broker confirmed the reply, so a fast consumer can see the reply first).
+/// A sweep of owed replies runs every 5 s: once this has passed, one has run.
+const OWED_REPLY_SWEEP_RAN: Duration = Duration::from_secs(6);
+
+/// How long a test listens for a reply that must not come while no worker runs.
+const NO_REPLY_FOR: Duration = Duration::from_millis(300);
+
+/// Waits until the row records the reply sent (the mark commits just after the broker
+/// confirmed the reply, so a fast consumer can see the reply first); true once it does.
 async fn replied_at_set(env: &TestEnv, task_id: Uuid) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
+    wait::until_true("replied_at recorded", NEXT_STEP_WITHIN, || async {
         let sql = "SELECT replied_at IS NOT NULL FROM tasks WHERE task_id = $1";
-        let replied: bool = sqlx::query_scalar(sql)
+        sqlx::query_scalar::<_, bool>(sql)
             .bind(task_id)
             .fetch_one(&env.pool)
             .await
-            .expect("replied_at");
-        if replied || tokio::time::Instant::now() > deadline {
-            return replied;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+            .expect("replied_at")
+    })
+    .await;
+    true
 }
 
 #[tokio::test]
@@ -93,7 +97,7 @@ async fn a_completed_task_replies_once_with_its_correlation_id() {
     let body = json!({"task_id": task_id, "agent_id": agent, "input": "reply-done"});
     publish_with_reply(&env, &body, &queue, "order-7").await;
 
-    let reply = next_reply(&mut replies, Duration::from_secs(15))
+    let reply = next_reply(&mut replies, TASK_ENDS_WITHIN)
         .await
         .expect("a reply");
     assert_eq!(reply.correlation_id.as_deref(), Some("order-7"));
@@ -108,7 +112,7 @@ async fn a_completed_task_replies_once_with_its_correlation_id() {
     );
     assert!(replied_at_set(&env, task_id).await);
     // Once: nothing more arrives, also after a sweep of owed replies ran (every 5 s).
-    let again = next_reply(&mut replies, Duration::from_secs(6)).await;
+    let again = next_reply(&mut replies, OWED_REPLY_SWEEP_RAN).await;
     assert!(
         again.is_none(),
         "a second reply: {:?}",
@@ -137,7 +141,7 @@ async fn a_rejected_message_replies_with_the_task_id_as_correlation_id() {
         .await
         .expect("publish task");
 
-    let reply = next_reply(&mut replies, Duration::from_secs(15))
+    let reply = next_reply(&mut replies, TASK_ENDS_WITHIN)
         .await
         .expect("a reply");
     assert_eq!(reply.correlation_id, Some(task_id.to_string()));
@@ -164,7 +168,7 @@ async fn a_task_cancelled_before_its_message_was_read_replies_when_the_message_a
     let (queue, mut replies) = reply_queue(&env).await;
     let body = json!({"task_id": task_id, "agent_id": agent, "input": "too late"});
     publish_with_reply(&env, &body, &queue, "late-1").await;
-    let reply = next_reply(&mut replies, Duration::from_secs(15))
+    let reply = next_reply(&mut replies, TASK_ENDS_WITHIN)
         .await
         .expect("a reply");
     assert_eq!(reply.correlation_id.as_deref(), Some("late-1"));
@@ -211,14 +215,10 @@ async fn a_reply_owed_by_a_dead_worker_is_sent_by_the_next_worker() {
     .await
     .expect("event row");
     tx.commit().await.expect("commit");
-    assert!(
-        next_reply(&mut replies, Duration::from_millis(300))
-            .await
-            .is_none()
-    );
+    assert!(next_reply(&mut replies, NO_REPLY_FOR).await.is_none());
 
     env.spawn_worker();
-    let reply = next_reply(&mut replies, Duration::from_secs(15))
+    let reply = next_reply(&mut replies, TASK_ENDS_WITHIN)
         .await
         .expect("the owed reply");
     assert_eq!(reply.correlation_id.as_deref(), Some("c-9"));

@@ -13,6 +13,7 @@ mod overlap;
 use std::time::Duration;
 
 use crate::support::harness::TestEnv;
+use crate::support::wait;
 use agentd::scheduler::manage;
 use agentd::scheduler::spec::Draft;
 use agentd::store::schedules::ScheduleRow;
@@ -22,6 +23,10 @@ use uuid::Uuid;
 /// Longest a bounded wait in these tests takes before it fails: a tick is a second, a
 /// hand-over a tick or two, on a loaded machine several.
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
+
+/// Every task the fires made has ended: each is a few scripted recursions, queued behind
+/// the others on the fleet's workers.
+const TASKS_END_WITHIN: Duration = Duration::from_secs(60);
 
 /// A draft for `agent`: every `every` (e.g. `2s`), with `input`.
 pub(crate) fn every(agent: Uuid, every: &str, input: &str) -> Draft {
@@ -89,14 +94,14 @@ where
             tokio::time::Instant::now() < deadline,
             "{what}: not within {WAIT:?}; fires: {fires:?}"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(wait::POLL).await;
     }
 }
 
 /// Waits until every task of the schedule has ended.
 pub(crate) async fn wait_tasks_ended(env: &TestEnv, schedule_id: Uuid) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    let what = format!("every task of {schedule_id} ended");
+    wait::until_true(what, TASKS_END_WITHIN, || async {
         let open: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM tasks WHERE schedule_id = $1 \
                AND status IN ('pending', 'running', 'waiting')",
@@ -105,15 +110,9 @@ pub(crate) async fn wait_tasks_ended(env: &TestEnv, schedule_id: Uuid) {
         .fetch_one(&env.pool)
         .await
         .expect("count");
-        if open == 0 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{open} tasks of {schedule_id} did not end"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        open == 0
+    })
+    .await;
 }
 
 pub(crate) fn at(text: &str) -> DateTime<Utc> {

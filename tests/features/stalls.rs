@@ -6,6 +6,9 @@
 use std::time::{Duration, Instant};
 
 use crate::support::harness::TestEnv;
+
+/// A resumed stalled task (one more scripted answer) ends within this after the resume.
+const RESUMED_TASK_ENDS_WITHIN: Duration = Duration::from_secs(5);
 use agentd::cancel::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resume;
@@ -153,7 +156,7 @@ async fn pause_waits_stalled_until_a_resume() {
         .await
         .expect("resume");
     let task = env.wait_terminal(task_id).await;
-    assert!(resumed_at.elapsed() < Duration::from_secs(5));
+    assert!(resumed_at.elapsed() < RESUMED_TASK_ENDS_WITHIN);
     assert_eq!(task.status, "completed");
     let events = env.published_events(task_id).await;
     let stalled = of_type(&events, "task.stalled");

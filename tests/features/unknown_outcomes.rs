@@ -84,7 +84,10 @@ async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, ScriptedModel) {
     })
     .await;
     let killed_servers = first.tool_servers();
-    assert!(!killed_servers.is_empty(), "the worker runs its tool server");
+    assert!(
+        !killed_servers.is_empty(),
+        "the worker runs its tool server"
+    );
     first.kill();
     let second = WorkerProcess::spawn_with_config(&env.settings, Some(&config), &[]);
     env.wait_status(task_id, "waiting").await;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::support::gateway::Gateway;
 use crate::support::harness::{self, TestEnv};
 use crate::support::process::env_for;
+use crate::support::wait::{self, NEXT_STEP_WITHIN};
 use agentd::config::{Settings, Signer};
 use agentd::contract::ControlMessage;
 use agentd::contract::control::{Approval, Cancel, Inject, Pause};
@@ -24,6 +25,14 @@ use agentd::scripted_model::{answer_reply, call_tool_reply, reflect_reply};
 use lapin::types::FieldTable;
 use serde_json::{Value, json};
 use uuid::Uuid;
+
+/// A cancel through the gateway ends the task within this: the contract's second, plus
+/// the HTTP request and the gateway's signing.
+const GATEWAY_CANCEL_WITHIN: Duration = Duration::from_secs(3);
+
+/// A tombstone of `control.tombstone_secs = 2` is gone within this: its age, plus a period
+/// of the tombstone sweep (`worker::control::tombstones::period`), plus a margin.
+const TOMBSTONE_GONE_WITHIN: Duration = Duration::from_secs(15);
 
 const OPS_SECRET: &str = "ops-secret-0123456789";
 const ACME_SECRET: &str = "acme-secret-0123456789";
@@ -213,7 +222,7 @@ async fn the_gateway_and_the_cli_sign_what_they_publish_and_record_who_decided()
     let started = Instant::now();
     assert_eq!(env.wait_terminal(second).await.status, "cancelled");
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < GATEWAY_CANCEL_WITHIN,
         "{:?}",
         started.elapsed()
     );
@@ -290,7 +299,7 @@ async fn agentd(
         .args(args)
         .stdin(Stdio::null())
         .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(60), command.output())
+    tokio::time::timeout(wait::COMMAND_WITHIN, command.output())
         .await
         .expect("agentd ends")
         .expect("agentd runs")
@@ -378,19 +387,17 @@ async fn an_inject_over_the_cap_is_refused_at_every_door() {
         });
         publish(&env, &inject, &inject.body(), None).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let injected = loop {
+    // The short one comes after the long one: once it is stored, the long one was dropped.
+    let injected = wait::until("guidance stored", NEXT_STEP_WITHIN, || async {
         let stored = env.stored_events(task_id).await;
         let injected: Vec<Value> = stored
             .into_iter()
             .filter(|e| e["type"] == "input.injected")
             .map(|e| e["data"]["text"].clone())
             .collect();
-        if !injected.is_empty() || Instant::now() > deadline {
-            break injected;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        (!injected.is_empty()).then_some(injected)
+    })
+    .await;
     assert_eq!(injected, [json!("short guidance")]);
     env.stop().await;
 }
@@ -495,14 +502,11 @@ async fn a_cancel_for_an_id_no_message_brings_leaves_a_tombstone_for_a_while_onl
         .script("tomb-awaited", vec![answer_reply("must not run")]);
     let body = json!({"task_id": awaited, "agent_id": agent, "input": "tomb-awaited"});
     env.publish_raw(body.to_string().as_bytes()).await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while rows(made_up).await != (0, 0) {
-        assert!(
-            Instant::now() < deadline,
-            "the tombstone outlived control.tombstone_secs"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let what = "the tombstone gone after control.tombstone_secs";
+    wait::until_true(what, TOMBSTONE_GONE_WITHIN, || async {
+        rows(made_up).await == (0, 0)
+    })
+    .await;
     let adopted: (Option<Uuid>, String) =
         sqlx::query_as("SELECT agent_id, status FROM tasks WHERE task_id = $1")
             .bind(awaited)

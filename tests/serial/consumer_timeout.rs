@@ -20,6 +20,10 @@ fn rabbit_env(key: &str, value: u64) {
     assert!(status.success(), "rabbitmqctl eval {expr}");
 }
 
+/// How long the task runs at least (three recursions whose replies come after 2 s each),
+/// against a consumer timeout of 1 s.
+const OUTLIVED: Duration = Duration::from_secs(6);
+
 /// Restores the broker defaults even when the test fails.
 struct Restore;
 
@@ -58,8 +62,9 @@ async fn a_task_longer_than_the_consumer_timeout_completes_exactly_once() {
         task.error,
         worker.log()
     );
+    // Three recursions of 2 s each: the task ran for 6 s, six times the consumer timeout.
     assert!(
-        took > Duration::from_secs(6),
+        took > OUTLIVED,
         "the task outlived the 1 s consumer timeout: {took:?}"
     );
     assert_eq!(llm.calls_for(input), 4, "each recursion asked once");

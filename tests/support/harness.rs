@@ -508,6 +508,18 @@ pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
     }
 }
 
+/// The messages in `queue`, ready and unacknowledged, as `rabbitmqctl list_queues` shows
+/// them (a passive declare counts only the ready ones); `None` when it is not listed.
+pub fn broker_messages(queue: &str) -> Option<u64> {
+    let output = std::process::Command::new("rabbitmqctl")
+        .args(["-q", "list_queues", "name", "messages"])
+        .output()
+        .expect("rabbitmqctl");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix(queue)?.trim().parse().ok())
+}
+
 /// A fresh empty scratch directory under the system temp dir.
 pub fn scratch_dir(label: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("agentd-{label}-{}", Uuid::new_v4().simple()));

@@ -140,7 +140,7 @@ pub async fn set_paused(admin: &PgPool, paused: bool) {
                 return;
             }
             assert!(Instant::now() < deadline, "replay did not pause: {state}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(crate::support::wait::POLL).await;
         }
     }
 }
@@ -166,6 +166,6 @@ pub async fn caught_up(primary: &PgPool, admin: &PgPool) -> Duration {
             began.elapsed() < CATCH_UP_LIMIT,
             "the replica did not replay up to {target} within {CATCH_UP_LIMIT:?}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(crate::support::wait::POLL).await;
     }
 }

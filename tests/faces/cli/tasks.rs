@@ -175,11 +175,15 @@ async fn submit_wait_of_a_task_that_ran_prints_its_stored_outcome() {
     env.stop().await;
 }
 
+/// How late the answer comes in the `--timeout` test: `submit --wait --timeout 1s` must
+/// give up well before (start-up included).
+const SLOW_ANSWER: Duration = Duration::from_secs(4);
+
 #[tokio::test]
 async fn submit_wait_gives_up_at_its_timeout() {
     let env = TestEnv::start().await;
     let agent = env.agent(None, None).await.to_string();
-    let slow = answer_reply("too late").with_delay(Duration::from_secs(4));
+    let slow = answer_reply("too late").with_delay(SLOW_ANSWER);
     env.fake.script("slow-answer", vec![slow]);
     wait_for_worker(&env).await;
     let args = [
@@ -194,11 +198,8 @@ async fn submit_wait_gives_up_at_its_timeout() {
     let started = std::time::Instant::now();
     let output = agentd(&env.settings, &args).await;
     assert_eq!(output.status.code(), Some(124), "{}", stderr(&output));
-    assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "{:?}",
-        started.elapsed()
-    );
+    // `--timeout 1s` ends the wait long before the answer would come.
+    assert!(started.elapsed() < SLOW_ANSWER, "{:?}", started.elapsed());
     assert!(stderr(&output).contains("--timeout"), "{}", stderr(&output));
     env.stop().await;
 }

@@ -28,7 +28,7 @@ async fn wait_for(what: &str, counter: &AtomicU64, ready: impl Fn(u64) -> bool) 
             "{what}: {}",
             counter.load(Ordering::Relaxed)
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(crate::support::wait::POLL).await;
     }
 }
 

@@ -10,6 +10,10 @@ use crate::support::harness::TestEnv;
 use agentd::scripted_model::ModelReply;
 use serde_json::{Value, json};
 
+/// The Chromium run (Node.js starting the browser, loading the page, driving it through a
+/// task with pauses between the replies) ends within this.
+const PAGE_TEST_WITHIN: Duration = Duration::from_secs(120);
+
 /// A seed-002 reply with readable texts (for the screenshot).
 fn reply(action: &str, output: Value, texts: [&str; 3]) -> Value {
     let [observe, thought, summary] = texts;
@@ -143,9 +147,9 @@ async fn the_page_runs_a_task_in_headless_chromium() {
         .arg("page-token")
         .kill_on_drop(true)
         .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), run)
+    let output = tokio::time::timeout(PAGE_TEST_WITHIN, run)
         .await
-        .expect("the page test ends within 120 s")
+        .expect("the page test ends in time")
         .expect("node runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -46,7 +46,7 @@ async fn new_holder(env: &TestEnv, not: Option<u32>) -> (u32, Duration) {
             started.elapsed() < WAIT,
             "no new scheduler holder after {not:?}"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(crate::support::wait::POLL).await;
     }
 }
 
