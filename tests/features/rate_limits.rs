@@ -118,6 +118,10 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 const HELD_FROM: Duration = Duration::from_millis(300);
 const HELD_UNTIL: Duration = Duration::from_millis(900);
 
+/// How often the hold test publishes a new task: often enough that, without the hold,
+/// some would call the provider during its Retry-After.
+const SUBMIT_EVERY: Duration = Duration::from_millis(100);
+
 pub(super) fn limit(rpm: u32, window_secs: f64) -> RateLimit {
     RateLimit {
         model: "fake-*".into(),
@@ -211,7 +215,7 @@ async fn a_429_holds_the_whole_bucket_for_its_retry_after() {
                     .publish_task(&queue, body.to_string().as_bytes())
                     .await
                     .expect("publish");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(SUBMIT_EVERY).await;
             }
         })
     };

@@ -1,13 +1,17 @@
 //! The worker's operations listener over real HTTP: `/healthz`, `/readyz`, and a scrape of
 //! `/metrics` before and after real tasks (an LLM retry, a tool call, an answer, a rejected
 //! message that is dead-lettered) showing the counters and histograms moved; and, from the
-//! real binary, an MCP server connected at start reported up from the first scrape.
+//! real binary, an MCP server connected at start reported up from the first scrape. The
+//! recorder is the process's: the exact moves hold only while no other test runs a task
+//! in this process, hence the `serial` tier.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use crate::support::harness::{self, TestEnv};
 use crate::support::process::WorkerProcess;
+use crate::support::wait::{
+    self, NEXT_STEP_WITHIN, Says, WORKER_READY_WITHIN, WORKER_STOPS_WITHIN,
+};
 use agentd::scripted_model::{ModelReply, answer_reply, call_tool_reply};
 use serde_json::json;
 use uuid::Uuid;
@@ -53,18 +57,15 @@ impl Scrape {
 }
 
 async fn wait_ok(addr: &str, path: &str) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let (status, body) = harness::http_get(addr, path).await;
-        if status == 200 {
-            return body;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{path}: {status} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait::until(
+        format!("{path} answers 200"),
+        WORKER_READY_WITHIN,
+        || async {
+            let (status, body) = harness::http_get(addr, path).await;
+            (status == 200).then_some(body)
+        },
+    )
+    .await
 }
 
 /// How much each series must have moved across the test's two tasks: one completed after
@@ -111,6 +112,7 @@ const EXPECTED: [(&str, f64); 16] = [
 
 #[tokio::test]
 async fn health_readiness_and_metrics_after_real_tasks() {
+    let _alone = crate::alone().await;
     let addr = harness::free_local_addr();
     let env = TestEnv::start_with(|s| s.metrics.bind = addr.clone()).await;
     assert_eq!(wait_ok(&addr, "/healthz").await, "ok\n");
@@ -132,14 +134,12 @@ async fn health_readiness_and_metrics_after_real_tasks() {
     assert_eq!(after.get("agentd_tasks_in_flight"), 0.0);
 
     env.stop().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while harness::http_get(&addr, "/healthz").await.0 != 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the listener stops with the worker"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait::until_true(
+        "the listener stops with the worker",
+        WORKER_STOPS_WITHIN,
+        || async { harness::http_get(&addr, "/healthz").await.0 == 0 },
+    )
+    .await;
 }
 
 /// A completed task (LLM retry, tool call, answer) and a rejected, dead-lettered message.
@@ -162,9 +162,10 @@ async fn run_tasks(env: &TestEnv) {
     assert_eq!(env.wait_terminal(rejected).await.status, "rejected");
 }
 
-/// Scrapes until the dead letter is counted and nothing is in flight (or 10 s).
+/// Scrapes until the dead letter is counted and nothing is in flight (or
+/// [`NEXT_STEP_WITHIN`]; the caller's assertions then say what is missing).
 async fn settled_scrape(addr: &str, before: &Scrape) -> Scrape {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + NEXT_STEP_WITHIN;
     loop {
         let scrape = Scrape::take(addr).await;
         let settled = scrape.get("agentd_dead_letters_total")
@@ -173,7 +174,7 @@ async fn settled_scrape(addr: &str, before: &Scrape) -> Scrape {
         if settled || tokio::time::Instant::now() > deadline {
             return scrape;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(wait::POLL).await;
     }
 }
 
@@ -182,6 +183,7 @@ async fn settled_scrape(addr: &str, before: &Scrape) -> Scrape {
 /// that no other test has installed the process-wide recorder earlier.
 #[tokio::test]
 async fn an_mcp_server_connected_at_start_is_reported_up() {
+    let _alone = crate::alone().await;
     let env = TestEnv::without_worker(|_| {}).await;
     let dir = harness::scratch_dir("metrics-mcp");
     let addr = harness::free_local_addr();
@@ -192,12 +194,11 @@ async fn an_mcp_server_connected_at_start_is_reported_up() {
     );
     std::fs::write(&config, toml).expect("config file");
     let worker = WorkerProcess::spawn_with_config(&env.settings, Some(&config), &[]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while harness::http_get(&addr, "/healthz").await.0 != 200 {
-        let log = worker.log();
-        assert!(tokio::time::Instant::now() < deadline, "no listener: {log}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = Says(|| format!("the listener answers: {}", worker.log()));
+    wait::until_true(what, WORKER_READY_WITHIN, || async {
+        harness::http_get(&addr, "/healthz").await.0 == 200
+    })
+    .await;
     let up = r#"agentd_mcp_server_up{server="upsrv"}"#;
     let scrape = Scrape::take(&addr).await;
     assert_eq!(
