@@ -51,21 +51,6 @@ async fn strand(env: &TestEnv, task_id: Uuid, flagged_secs_ago: f64) {
 /// after that (see `worker::outbox`), plus a margin for a loaded machine.
 const SWEPT_WITHIN: Duration = Duration::from_secs(30);
 
-/// Waits until the task's outbox flag is clear and every stored event is confirmed.
-async fn wait_until_confirmed(env: &TestEnv, task_id: Uuid) {
-    wait::until_true("every stored event confirmed", NEXT_STEP_WITHIN, || async {
-        let (pending, confirmed, stored): (bool, i64, i64) = sqlx::query_as(
-            "SELECT outbox_pending, confirmed_seq, event_seq FROM tasks WHERE task_id = $1",
-        )
-        .bind(task_id)
-        .fetch_one(&env.pool)
-        .await
-        .expect("outbox columns");
-        !pending && confirmed == stored && stored > 0
-    })
-    .await;
-}
-
 /// Runs one task to its end and consumes its published events.
 async fn run_one(env: &mut TestEnv, agent: Uuid, input: &str) -> (Uuid, Vec<u8>) {
     let task_id = Uuid::now_v7();
@@ -73,7 +58,7 @@ async fn run_one(env: &mut TestEnv, agent: Uuid, input: &str) -> (Uuid, Vec<u8>)
     env.publish_raw(body.as_bytes()).await;
     let first = env.published_streams(&[task_id], TASK_ENDS_WITHIN).await;
     assert_whole_stream(task_id, &first[&task_id]);
-    wait_until_confirmed(env, task_id).await;
+    env.wait_confirmed(task_id).await;
     (task_id, body.into_bytes())
 }
 
@@ -95,7 +80,7 @@ async fn stranded_events_go_out_when_the_ended_task_is_redelivered() {
     // The redelivery published them, not the sweep (which leaves a fresh flag alone).
     let grace = agentd::worker::outbox::SWEEP_GRACE;
     assert!(took < grace, "republished after {took:?}");
-    wait_until_confirmed(&env, task_id).await;
+    env.wait_confirmed(task_id).await;
     assert_eq!(llm.calls_for("redelivered steps=2"), 3, "nothing ran again");
     env.stop().await;
 }
@@ -114,7 +99,7 @@ async fn the_sweep_publishes_what_nobody_confirmed_within_30_seconds() {
     assert_whole_stream(task_id, &again[&task_id]);
     assert_eq!(again[&task_id], stored);
     assert!(stranded.elapsed() < SWEPT_WITHIN);
-    wait_until_confirmed(&env, task_id).await;
+    env.wait_confirmed(task_id).await;
     env.stop().await;
 }
 

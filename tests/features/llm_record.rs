@@ -283,6 +283,8 @@ async fn hash_and_off_modes_and_prune() {
             .expect("parts")
     };
     assert!(parts(env.pool.clone()).await > 0);
+    // Pruned once the worker is done with the task's row: prune skips a row still locked.
+    env.wait_confirmed(task_id).await;
     let request = agentd::store::prune::PruneRequest {
         finished_before: chrono::Utc::now() + chrono::Duration::seconds(5),
         statuses: vec!["completed".into()],

@@ -306,6 +306,26 @@ impl TestEnv {
         .await;
     }
 
+    /// Waits until the task's outbox flag is clear and every stored event is confirmed: the
+    /// worker is done with the task's row (its last update marks the events confirmed).
+    pub async fn wait_confirmed(&self, task_id: Uuid) {
+        wait::until_true(
+            "every stored event confirmed",
+            wait::NEXT_STEP_WITHIN,
+            || async {
+                let (pending, confirmed, stored): (bool, i64, i64) = sqlx::query_as(
+                    "SELECT outbox_pending, confirmed_seq, event_seq FROM tasks WHERE task_id = $1",
+                )
+                .bind(task_id)
+                .fetch_one(&self.pool)
+                .await
+                .expect("outbox columns");
+                !pending && confirmed == stored && stored > 0
+            },
+        )
+        .await;
+    }
+
     /// The stored events of a task, in seq order.
     pub async fn stored_events(&self, task_id: Uuid) -> Vec<Value> {
         sqlx::query_scalar::<_, Value>("SELECT payload FROM events WHERE task_id = $1 ORDER BY seq")

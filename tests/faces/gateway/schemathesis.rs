@@ -1,5 +1,5 @@
 //! The OpenAPI document stays true: schemathesis (PyPI, pinned in
-//! tests/gateway/requirements.txt) reads `/openapi.json` from a running gateway and sends a
+//! tests/faces/gateway/requirements.txt) reads `/openapi.json` from a running gateway and sends a
 //! bounded number of generated requests per operation (valid and invalid, then stateful
 //! sequences), checking that no answer is a 5xx and that every status, content type,
 //! header and body is the documented one.
@@ -42,7 +42,7 @@ fn schemathesis() -> Option<String> {
         }
     }
     let message = "schemathesis is not installed (python3 -m venv target/schemathesis-venv && \
-                   target/schemathesis-venv/bin/pip install -r tests/gateway/requirements.txt)";
+                   target/schemathesis-venv/bin/pip install -r tests/faces/gateway/requirements.txt)";
     if std::env::var_os("CI").is_some_and(|v| v == "true") {
         panic!("{message}");
     }
