@@ -8,7 +8,7 @@
 //! [`complete`] then adds to every operation the error answers its extractors can give
 //! (a JSON body: 400, 413, 415, 422; a path parameter: 400; a query: 400; a bearer token:
 //! 401), so the document never lacks a status the server sends. schemathesis checks it
-//! against the running gateway (`tests/gateway/schemathesis.rs`).
+//! against the running gateway (`tests/faces/gateway/schemathesis.rs`).
 
 use serde_json::Value;
 use utoipa::openapi::path::{Operation, ParameterIn};
