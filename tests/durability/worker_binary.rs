@@ -310,7 +310,7 @@ async fn a_redelivered_message_waits_for_its_live_holder() {
     // message is left in the queue, ready or held.
     let queue = &env.settings.amqp.tasks_queue;
     wait::until_true("both deliveries were settled", NEXT_STEP_WITHIN, || async {
-        harness::broker_messages(queue) == Some(0)
+        crate::support::observe::broker_messages(queue) == Some(0)
     })
     .await;
     env.stop().await;

@@ -9,7 +9,8 @@
 use std::time::{Duration, Instant};
 
 use crate::support::gateway::Gateway;
-use crate::support::harness::{TestEnv, broker_messages};
+use crate::support::harness::TestEnv;
+use crate::support::observe::broker_messages;
 use crate::support::tools::TestTools;
 use crate::support::wait::{self, CANCEL_WITHIN, NEXT_STEP_WITHIN};
 use crate::support::words::{self, ByInput};
