@@ -15,6 +15,7 @@
 //! run the gateway in process on `127.0.0.1:0` ([`bind_observed`] also hands out the
 //! counters of [`Observed`]); [`run`] is bind-then-serve.
 
+pub mod access;
 pub mod auth;
 pub mod errors;
 pub mod hub;

@@ -14,6 +14,8 @@ use crate::cancel::CancelResult;
 use crate::contract::TaskMessage;
 use crate::core::storable;
 use crate::gateway::AppState;
+use crate::gateway::access;
+use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
 use crate::store::tasks::{NewTask, TaskRow, status};
@@ -50,6 +52,12 @@ pub struct CreateTask {
     /// `agent_version`.
     #[serde(default)]
     pub channel: Option<String>,
+    /// `high` or `normal` (default): within a tenant held to `tenants.max_running`, high
+    /// starts first (CONTRACT v3 §15). The task's tenant is its agent's, which the token
+    /// must see.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub priority: Option<crate::core::fair_share::Priority>,
 }
 
 /// Answer of `POST /v1/tasks`.
@@ -147,10 +155,13 @@ impl CreateTask {
 )]
 pub async fn create_task(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     ApiJson(body): ApiJson<CreateTask>,
 ) -> Result<Response, ApiError> {
     body.check()?;
-    let Some(agent) = store::agents::get(state.pool(), body.agent_id).await? else {
+    // Another tenant's agent is as unknown as one that does not exist (CONTRACT v3 §15).
+    let agent = store::agents::get(state.pool(), body.agent_id).await?;
+    let Some(agent) = agent.filter(|agent| access::sees(&caller, &agent.tenant_id)) else {
         return Err(ApiError::not_found(
             "agent_not_found",
             format!("no agent {}", body.agent_id),
@@ -188,6 +199,9 @@ pub async fn create_task(
         budget: body.budget,
         agent_version: body.agent_version,
         channel: body.channel,
+        // The task runs in its agent's tenant, which the token sees.
+        tenant_id: Some(agent.tenant_id),
+        priority: body.priority,
     };
     if task.conversation_id.is_some() {
         // A turn is recorded before it is published: that fixes its place in the
@@ -224,6 +238,8 @@ fn pending_row(task_id: Uuid, task: &TaskMessage) -> NewTask<'_> {
         stream: task.stream,
         reply: None,
         received_at: None,
+        tenant_id: task.tenant_id.as_deref(),
+        priority: task.priority.unwrap_or_default(),
     }
 }
 

@@ -115,8 +115,10 @@ pub struct FireTask<'a> {
 pub async fn insert_task(conn: &mut PgConnection, task: &FireTask<'_>) -> sqlx::Result<bool> {
     let inserted: Option<bool> = sqlx::query_scalar(
         "INSERT INTO tasks (task_id, agent_id, input, constraints, stream, budget, \
-                            schedule_id, fire_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                            schedule_id, fire_at, tenant_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+                 COALESCE((SELECT tenant_id FROM schedules WHERE schedule_id = $7), \
+                          'default')) \
          ON CONFLICT (task_id) DO UPDATE \
              SET schedule_id = EXCLUDED.schedule_id, fire_at = EXCLUDED.fire_at \
              WHERE tasks.schedule_id IS NULL \
