@@ -283,7 +283,7 @@ async fn two_tenants_through_the_gateway_see_only_their_own() {
 }
 
 #[tokio::test]
-async fn an_agent_made_through_the_gateway_is_its_token_s_tenant_s() {
+async fn an_agent_or_task_made_through_the_gateway_is_of_its_token_s_tenant() {
     let env = TestEnv::start().await;
     let acme = token(&env, "acme", "admin").await;
     let gateway = Gateway::start(&env, &["static-admin"]).await;
@@ -306,6 +306,30 @@ async fn an_agent_made_through_the_gateway_is_its_token_s_tenant_s() {
         (201, &json!("globex")),
         "{made}"
     );
+    let globex_agent = made["agent_id"].clone();
+    // A task names its token's tenant only; one of every tenant naming another tenant than
+    // its agent's is rejected by the worker, the reason in tasks.error.
+    let acme_agent = agent_in(&env, "acme").await;
+    let task = json!({"agent_id": acme_agent, "input": "x", "tenant_id": "globex"});
+    let (status, answer) = post(&gateway, "/v1/tasks", &acme, task.clone()).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (403, Some("wrong_tenant"))
+    );
+    let (status, accepted) = post(&gateway, "/v1/tasks", "static-admin", task).await;
+    assert_eq!(status, 202, "{accepted}");
+    let task_id: Uuid = accepted["task_id"].as_str().unwrap().parse().unwrap();
+    let rejected = env.wait_terminal(task_id).await;
+    assert_eq!(rejected.status, "rejected");
+    assert!(
+        rejected
+            .error
+            .unwrap_or_default()
+            .contains("not the tenant of its agent")
+    );
+    let task = json!({"agent_id": globex_agent, "input": "y"});
+    let (status, _) = post(&gateway, "/v1/tasks", &acme, task).await;
+    assert_eq!(status, 404, "another tenant's agent");
     gateway.stop().await;
     env.stop().await;
 }

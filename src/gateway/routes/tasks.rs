@@ -58,6 +58,10 @@ pub struct CreateTask {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub priority: Option<crate::core::fair_share::Priority>,
+    /// The task's tenant: the token's. A token of every tenant (`*`) may name one; a task
+    /// whose tenant is not its agent's ends `rejected` (CONTRACT v3 §15).
+    #[serde(default)]
+    pub tenant_id: Option<String>,
 }
 
 /// Answer of `POST /v1/tasks`.
@@ -144,7 +148,8 @@ impl CreateTask {
          headers(("location" = String, description = "The task's URL"))),
         (status = 400, description = "Malformed JSON, or a cost limit for a model without a price (no_price)", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
-        (status = 404, description = "Unknown agent (agent_not_found)", body = ErrorBody),
+        (status = 403, description = "The token lacks the submit scope (missing_scope) or names another tenant (wrong_tenant)", body = ErrorBody),
+        (status = 404, description = "Unknown agent, or another tenant's (agent_not_found)", body = ErrorBody),
         (status = 409, description = "The conversation_id belongs to another agent (conversation_of_another_agent)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not application/json", body = ErrorBody),
@@ -167,6 +172,7 @@ pub async fn create_task(
             format!("no agent {}", body.agent_id),
         ));
     };
+    let tenant_id = task_tenant(&caller, body.tenant_id.as_deref(), &agent.tenant_id)?;
     super::budget::check_task_budget(state.settings(), body.budget.as_ref(), &agent)?;
     // A conversation belongs to one agent (CONTRACT v3 §15): refused here rather than
     // rejected by a worker.
@@ -199,8 +205,9 @@ pub async fn create_task(
         budget: body.budget,
         agent_version: body.agent_version,
         channel: body.channel,
-        // The task runs in its agent's tenant, which the token sees.
-        tenant_id: Some(agent.tenant_id),
+        // Its agent's tenant, which the token sees, unless a token of every tenant named
+        // another (then a worker rejects it, the reason in tasks.error).
+        tenant_id: Some(tenant_id),
         priority: body.priority,
     };
     if task.conversation_id.is_some() {
@@ -403,6 +410,28 @@ pub async fn cancel_task(
         CancelResult::CancelSent => (StatusCode::ACCEPTED, "cancel_sent"),
     };
     Ok((code, Json(CancelAnswer { task_id, outcome })).into_response())
+}
+
+/// The tenant of a task `caller` submits for an agent of `agent_tenant`, naming `named`: a
+/// token's own tenant may only be named by it; a token of every tenant names any.
+fn task_tenant(
+    caller: &Caller,
+    named: Option<&str>,
+    agent_tenant: &str,
+) -> Result<String, ApiError> {
+    let Some(named) = named else {
+        return Ok(agent_tenant.to_owned());
+    };
+    let named = crate::core::tenancy::parse_tenant(named, false)
+        .map_err(|err| ApiError::invalid_body(format!("tenant_id: {err}")))?;
+    match access::sees(caller, &named) {
+        true => Ok(named),
+        false => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "wrong_tenant",
+            "this token submits tasks of its own tenant only: leave tenant_id out",
+        )),
+    }
 }
 
 fn task_not_found(task_id: Uuid) -> ApiError {
