@@ -44,10 +44,15 @@ CREATE TRIGGER test_log_start AFTER INSERT OR UPDATE OF status ON tasks
 /// How long the tasks of a test may take to start and end on a loaded 2-core machine.
 const PATIENCE: Duration = Duration::from_secs(180);
 
-/// A worker whose model answers at once (`steps=0`), the start log installed.
-async fn env_with(llm: &StatelessLlm) -> TestEnv {
+/// A worker running `concurrency` tasks at once (its prefetch) whose model answers at once
+/// (`steps=0`), the start log installed.
+async fn env_with(llm: &StatelessLlm, concurrency: u16) -> TestEnv {
     let base_url = llm.base_url();
-    let env = TestEnv::without_worker(|s| s.llm.base_url = base_url).await;
+    let env = TestEnv::without_worker(|s| {
+        s.llm.base_url = base_url;
+        s.worker.concurrency = concurrency;
+    })
+    .await;
     sqlx::raw_sql(START_LOG)
         .execute(&env.pool)
         .await
@@ -137,7 +142,7 @@ const FEW: usize = 10;
 #[tokio::test]
 async fn a_flood_of_one_tenant_does_not_hold_up_another_and_never_passes_its_limit() {
     let llm = StatelessLlm::start().await;
-    let mut env = env_with(&llm).await;
+    let mut env = env_with(&llm, 8).await;
     let flooder = agent_of(&env, "flooder", Some(FLOOD_LIMIT)).await;
     let small = agent_of(&env, "small", None).await;
     env.spawn_worker();
@@ -193,8 +198,10 @@ async fn a_flood_of_one_tenant_does_not_hold_up_another_and_never_passes_its_lim
 
 #[tokio::test]
 async fn within_a_tenant_high_priority_starts_first_and_held_tasks_are_acknowledged() {
+    // Prefetch 2: the first task holds one message; had the held tasks kept theirs, the
+    // worker could not read past the next one.
     let llm = StatelessLlm::start().await;
-    let mut env = env_with(&llm).await;
+    let mut env = env_with(&llm, 2).await;
     let agent = agent_of(&env, "one-at-a-time", Some(1)).await;
     env.spawn_worker();
     // The first task takes the tenant's one slot and stays in its model call.
@@ -207,10 +214,11 @@ async fn within_a_tenant_high_priority_starts_first_and_held_tasks_are_acknowled
         normal.push(publish(&env, agent, &format!("steps=0 normal {i}"), None).await);
         high.push(publish(&env, agent, &format!("steps=0 high {i}"), Some("high")).await);
     }
-    let waiting = "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND status = 'waiting' \
-                   AND wait_reason = 'tenant_limit' AND lease_owner IS NULL";
-    wait_count(&env, waiting, "one-at-a-time", 6).await;
-    // Their messages were acknowledged: the tasks queue is empty while they wait.
+    let held = "SELECT count(DISTINCT e.task_id) FROM events e JOIN tasks t USING (task_id) \
+                WHERE e.tenant_id = $1 AND e.type = 'task.waiting' AND t.status = 'waiting' \
+                  AND t.wait_reason = 'tenant_limit' AND t.lease_owner IS NULL";
+    wait_count(&env, held, "one-at-a-time", 6).await;
+    // Their messages were acknowledged: all read, with a prefetch of 2.
     let channel = env.publisher.broker().channel().await.expect("channel");
     let queue = channel
         .queue_declare(
