@@ -126,6 +126,30 @@ pub fn sees(caller: &Caller, owner: &str) -> bool {
     tenancy::may_see(&caller.tenant_id, owner)
 }
 
+/// The tenant of an object `caller` makes (a task, an agent), naming `named` (a body's
+/// `tenant_id`): the caller's own, or for a caller of every tenant the one it names, else
+/// `fallback` (a task's agent's, `default` for an agent). A caller naming another tenant
+/// than its own is 403 `wrong_tenant`.
+pub fn new_tenant(
+    caller: &Caller,
+    named: Option<&str>,
+    fallback: &str,
+) -> Result<String, ApiError> {
+    let named = named
+        .map(|tenant| tenancy::parse_tenant(tenant, false))
+        .transpose()
+        .map_err(|err| ApiError::invalid_body(format!("tenant_id: {err}")))?;
+    let tenant = tenancy::owner_for(&caller.tenant_id, named.as_deref(), fallback);
+    match named {
+        Some(named) if named != tenant => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "wrong_tenant",
+            "this token makes objects of its own tenant only: leave tenant_id out",
+        )),
+        _ => Ok(tenant),
+    }
+}
+
 /// The tenant filter of a list for `caller`: `None` for every tenant.
 pub fn tenant_filter(caller: &Caller) -> Option<String> {
     (caller.tenant_id != tenancy::ALL_TENANTS).then(|| caller.tenant_id.clone())

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod api_tokens;
 pub mod approvals;
 pub mod children;
+pub mod claim;
 pub mod conversations;
 pub mod detail;
 pub mod events;

@@ -73,27 +73,25 @@ pub async fn standing(conn: &mut PgConnection, task_id: Uuid) -> sqlx::Result<Op
 /// Gives the task a slot: `pending` with `wait_reason` `tenant_limit` until a claim takes
 /// it (the claim clears the mark).
 pub async fn give_slot(conn: &mut PgConnection, task_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query(
-        "UPDATE tasks SET status = 'pending', wait_reason = 'tenant_limit', lease_owner = NULL, \
-                lease_until = NULL, updated_at = now() \
-         WHERE task_id = $1",
-    )
-    .bind(task_id)
-    .execute(conn)
-    .await?;
-    Ok(())
+    place(conn, task_id, "pending").await
 }
 
 /// Holds the task in its tenant's queue: `waiting`, reason `tenant_limit`, no lease. What
 /// it was freed with before (a resume's reason, guidance, its checkpoint) stays for the
 /// claim that takes it later.
 pub async fn hold(conn: &mut PgConnection, task_id: Uuid) -> sqlx::Result<()> {
+    place(conn, task_id, "waiting").await
+}
+
+/// Marks the task `tenant_limit` with `status`, without a lease.
+async fn place(conn: &mut PgConnection, task_id: Uuid, status: &str) -> sqlx::Result<()> {
     sqlx::query(
-        "UPDATE tasks SET status = 'waiting', wait_reason = 'tenant_limit', lease_owner = NULL, \
+        "UPDATE tasks SET status = $2, wait_reason = 'tenant_limit', lease_owner = NULL, \
                 lease_until = NULL, updated_at = now() \
          WHERE task_id = $1",
     )
     .bind(task_id)
+    .bind(status)
     .execute(conn)
     .await?;
     Ok(())

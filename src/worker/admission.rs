@@ -136,6 +136,14 @@ pub async fn slot_freed(deps: &WorkerDeps, tenant_id: &str) {
     }
 }
 
+/// Gives the slot a task held back when it stops running here (`None`: its tenant has no
+/// limit, and nothing is done).
+pub async fn give_back(deps: &WorkerDeps, slot: Option<&str>) {
+    if let Some(tenant_id) = slot {
+        slot_freed(deps, tenant_id).await;
+    }
+}
+
 /// Gives freed slots to held tasks every [`SWEEP_PERIOD`] until `stop`.
 pub fn spawn_sweep(
     pool: PgPool,

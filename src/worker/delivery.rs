@@ -206,7 +206,7 @@ async fn run(
     match conversations::admit(deps, turn, &agent, shutdown).await? {
         Admission::Run => {}
         Admission::Parked => {
-            give_back(deps, slot.as_deref()).await;
+            admission::give_back(deps, slot.as_deref()).await;
             return Ok(Handled::Finished);
         }
         Admission::Released => {
@@ -215,7 +215,7 @@ async fn run(
             return Ok(Handled::Released);
         }
         Admission::Rejected(_) => {
-            give_back(deps, slot.as_deref()).await;
+            admission::give_back(deps, slot.as_deref()).await;
             deps.replies.ended(spec.task_id);
             return Ok(Handled::Finished);
         }
@@ -234,7 +234,7 @@ async fn run(
     heartbeat.cancel();
     running.remove(spec.task_id);
     if matches!(end, Ok(RunEnd::Finished(_) | RunEnd::Waiting)) {
-        give_back(deps, slot.as_deref()).await;
+        admission::give_back(deps, slot.as_deref()).await;
     }
     match end? {
         RunEnd::Finished(_) => {
@@ -330,13 +330,6 @@ fn rejected(spec: &TaskSpec, reason: String) -> Rejection {
         input: Some(spec.input.clone()),
         conversation_id: spec.conversation_id,
         tenant_id: spec.tenant_id.as_deref().map(Box::from),
-    }
-}
-
-/// Gives the slot of a limited tenant back (`None`: the tenant has no limit).
-async fn give_back(deps: &WorkerDeps, slot: Option<&str>) {
-    if let Some(tenant_id) = slot {
-        admission::slot_freed(deps, tenant_id).await;
     }
 }
 

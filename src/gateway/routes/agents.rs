@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use crate::core::{storable, tenancy};
 use crate::gateway::AppState;
+use crate::gateway::access;
 use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
@@ -96,7 +97,8 @@ impl CreateAgent {
     /// Checks the fields and makes them storable (`core::storable`: NUL becomes U+FFFD), so
     /// that nothing a person types fails the insert.
     fn into_new_agent(self, caller: &Caller) -> Result<NewAgent, ApiError> {
-        let tenant_id = agent_tenant(caller, self.tenant_id.as_deref())?;
+        let tenant_id =
+            access::new_tenant(caller, self.tenant_id.as_deref(), tenancy::DEFAULT_TENANT)?;
         let name = storable::owned(self.name.trim().to_owned());
         let model = storable::owned(self.model.trim().to_owned());
         for (field, value) in [("name", &name), ("model", &model)] {
@@ -150,27 +152,6 @@ impl CreateAgent {
             instructions: self.instructions.map(storable::owned),
             tenant_id: Some(tenant_id),
         })
-    }
-}
-
-/// The tenant of an agent `caller` creates, naming `requested` (CONTRACT v3 §15).
-fn agent_tenant(caller: &Caller, requested: Option<&str>) -> Result<String, ApiError> {
-    let requested = requested
-        .map(|tenant| tenancy::parse_tenant(tenant, false))
-        .transpose()
-        .map_err(|err| ApiError::invalid_body(format!("tenant_id: {err}")))?;
-    let tenant = tenancy::owner_for(
-        &caller.tenant_id,
-        requested.as_deref(),
-        tenancy::DEFAULT_TENANT,
-    );
-    match requested {
-        Some(requested) if requested != tenant => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "wrong_tenant",
-            "this token creates agents of its own tenant only: leave tenant_id out",
-        )),
-        _ => Ok(tenant),
     }
 }
 

@@ -172,7 +172,7 @@ pub async fn create_task(
             format!("no agent {}", body.agent_id),
         ));
     };
-    let tenant_id = task_tenant(&caller, body.tenant_id.as_deref(), &agent.tenant_id)?;
+    let tenant_id = access::new_tenant(&caller, body.tenant_id.as_deref(), &agent.tenant_id)?;
     super::budget::check_task_budget(state.settings(), body.budget.as_ref(), &agent)?;
     // A conversation belongs to one agent (CONTRACT v3 §15): refused here rather than
     // rejected by a worker.
@@ -410,28 +410,6 @@ pub async fn cancel_task(
         CancelResult::CancelSent => (StatusCode::ACCEPTED, "cancel_sent"),
     };
     Ok((code, Json(CancelAnswer { task_id, outcome })).into_response())
-}
-
-/// The tenant of a task `caller` submits for an agent of `agent_tenant`, naming `named`: a
-/// token's own tenant may only be named by it; a token of every tenant names any.
-fn task_tenant(
-    caller: &Caller,
-    named: Option<&str>,
-    agent_tenant: &str,
-) -> Result<String, ApiError> {
-    let Some(named) = named else {
-        return Ok(agent_tenant.to_owned());
-    };
-    let named = crate::core::tenancy::parse_tenant(named, false)
-        .map_err(|err| ApiError::invalid_body(format!("tenant_id: {err}")))?;
-    match access::sees(caller, &named) {
-        true => Ok(named),
-        false => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "wrong_tenant",
-            "this token submits tasks of its own tenant only: leave tenant_id out",
-        )),
-    }
 }
 
 fn task_not_found(task_id: Uuid) -> ApiError {
