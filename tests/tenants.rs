@@ -548,6 +548,11 @@ fn stderr(output: &std::process::Output) -> String {
 async fn tokens_are_created_listed_and_revoked_with_the_cli_and_only_their_sha256_is_kept() {
     let env = TestEnv::start().await;
     let settings = &env.settings;
+    // A gateway open beyond loopback needs tokens: static ones or, from now on, scoped ones.
+    let mut open = settings.clone();
+    open.gateway.bind = "0.0.0.0:0".to_owned();
+    let binds = || agentd::gateway::bind(open.clone(), tokio_util::sync::CancellationToken::new());
+    assert!(binds().await.is_err(), "no token: refused");
     let created = agentd(
         settings,
         &[
@@ -597,6 +602,7 @@ async fn tokens_are_created_listed_and_revoked_with_the_cli_and_only_their_sha25
     );
     assert!(!listing.contains(&token), "the token is never shown again");
 
+    assert!(binds().await.is_ok(), "a live scoped token closes it");
     let gateway = Gateway::start(&env, &[]).await;
     let (status, _) = get(&gateway, "/v1/tasks", &token).await;
     assert_eq!(status, 200);
