@@ -341,6 +341,32 @@ mod tests {
     }
 
     #[test]
+    fn a_scoped_token_acts_for_its_tenant_and_is_recorded_by_its_note() {
+        let row = TokenRow {
+            token_sha256: scopes::token_sha256("t"),
+            tenant_id: "acme".into(),
+            scopes: vec!["read".into(), "decide".into()],
+            expires_at: None,
+            note: Some("ci bot".into()),
+            created_at: chrono::Utc::now(),
+            revoked_at: None,
+        };
+        let caller = Caller::of_row(&row);
+        assert_eq!(caller.tenant_id, "acme");
+        assert_eq!(caller.scopes, [Scope::Read, Scope::Decide]);
+        assert_eq!(caller.verified_by.as_deref(), Some("acme (ci bot)"));
+        let unnoted = Caller::of_row(&TokenRow { note: None, ..row });
+        let short = &scopes::token_sha256("t")[..8];
+        let expected = format!("acme (token sha256:{short})");
+        assert_eq!(unnoted.verified_by.as_deref(), Some(expected.as_str()));
+        let admin = Caller::of_static_token(&Secret::from("static"));
+        assert_eq!(
+            (admin.tenant_id.as_str(), admin.scopes.as_slice()),
+            ("*", &[Scope::Admin][..])
+        );
+    }
+
+    #[test]
     fn comparison_needs_equal_bytes() {
         assert!(same_bytes(b"secret", b"secret"));
         assert!(!same_bytes(b"secret", b"secreT"));
