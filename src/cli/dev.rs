@@ -128,6 +128,7 @@ async fn demo_agent(pool: &sqlx::PgPool) -> anyhow::Result<uuid::Uuid> {
         instructions: None,
         stall: None,
         on_unknown: None,
+        tenant_id: None,
     };
     store::agents::ensure(pool, AGENT_ID, &agent).await?;
     Ok(AGENT_ID)

@@ -14,6 +14,7 @@ pub mod schedule;
 pub mod submit;
 pub mod tasks;
 pub mod telemetry;
+pub mod token;
 pub mod tools;
 pub mod trace;
 pub mod versions;

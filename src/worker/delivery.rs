@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use super::admission::{self, Admitted};
 use super::conversations::{self, Admission};
 use super::deps::WorkerDeps;
 use super::events::EventLog;
@@ -139,13 +140,7 @@ async fn run(
         // None: no such agent; the lookup below finds none and rejects the task as unknown.
         Ok(version) => version,
         Err(unknown) => {
-            let rejection = Rejection {
-                reason: storable::owned(unknown.to_string()),
-                task_id: Some(spec.task_id),
-                agent_id: Some(spec.agent_id),
-                input: Some(spec.input.clone()),
-                conversation_id: spec.conversation_id,
-            };
+            let rejection = rejected(spec, unknown.to_string());
             return Ok(reject(deps, rejection, spec.reply.as_ref()).await);
         }
     };
@@ -158,16 +153,24 @@ async fn run(
         tracing::warn!(task_id = %spec.task_id, %reason, "task message refused");
         return Ok(Handled::Rejected(reason));
     }
-    let Some(store::tasks::Intake { agent, inserted }) = intake else {
-        let rejection = Rejection {
-            reason: format!("unknown agent_id {}", spec.agent_id),
-            task_id: Some(spec.task_id),
-            agent_id: Some(spec.agent_id),
-            input: Some(spec.input.clone()),
-            conversation_id: spec.conversation_id,
-        };
-        return Ok(reject(deps, rejection, spec.reply.as_ref()).await);
+    let Some(store::tasks::Intake {
+        agent,
+        inserted,
+        limited,
+        row_tenant,
+    }) = intake
+    else {
+        let reason = format!("unknown agent_id {}", spec.agent_id);
+        return Ok(reject(deps, rejected(spec, reason), spec.reply.as_ref()).await);
     };
+    // A task runs in its agent's tenant (CONTRACT v3 §15); one recorded or sent for another
+    // is rejected (a new one was not recorded: `take_at` checks the same).
+    let named = row_tenant.as_deref().or(spec.tenant_id.as_deref());
+    if let Err(reason) = crate::core::tenancy::task_tenant(named, &agent.tenant_id) {
+        return Ok(reject(deps, rejected(spec, reason), spec.reply.as_ref()).await);
+    }
+    // A limited tenant's slot this task may hold, given back when it stops running here.
+    let slot = limited.then(|| agent.tenant_id.clone());
     if !inserted && let Some(route) = &spec.reply {
         // The row existed (a producer recorded it, a cancel ended it, or a redelivery):
         // the reply still goes where this message asks.
@@ -176,9 +179,14 @@ async fn run(
     if inserted && let Err(reason) = budget_of(deps, spec, &agent) {
         return Ok(reject_taken(deps, spec, reason).await);
     }
-    let start = match inserted {
-        true => Some(Start::Fresh { last_seq: 0 }),
-        false => take(deps, spec, shutdown).await?,
+    let start = match (inserted, limited) {
+        (true, false) => Some(Start::Fresh { last_seq: 0 }),
+        // Recorded held by its tenant's limit (CONTRACT v3 §15): admission decides.
+        (true, true) => match admission::admit(deps, spec.task_id, &agent.tenant_id).await? {
+            Admitted::Held => return Ok(Handled::Finished),
+            Admitted::Run | Admitted::Gone => take(deps, spec, shutdown).await?,
+        },
+        (false, _) => take(deps, spec, shutdown).await?,
     };
     let start = match start {
         Some(start) => start,
@@ -197,13 +205,17 @@ async fn run(
     };
     match conversations::admit(deps, turn, &agent, shutdown).await? {
         Admission::Run => {}
-        Admission::Parked => return Ok(Handled::Finished),
+        Admission::Parked => {
+            admission::give_back(deps, slot.as_deref()).await;
+            return Ok(Handled::Finished);
+        }
         Admission::Released => {
             // Stopping during the settle wait: nothing ran, nothing was published.
             store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await?;
             return Ok(Handled::Released);
         }
         Admission::Rejected(_) => {
+            admission::give_back(deps, slot.as_deref()).await;
             deps.replies.ended(spec.task_id);
             return Ok(Handled::Finished);
         }
@@ -221,6 +233,9 @@ async fn run(
     let end = task_run.drive().await;
     heartbeat.cancel();
     running.remove(spec.task_id);
+    if matches!(end, Ok(RunEnd::Finished(_) | RunEnd::Waiting)) {
+        admission::give_back(deps, slot.as_deref()).await;
+    }
     match end? {
         RunEnd::Finished(_) => {
             deps.replies.ended(spec.task_id);
@@ -287,6 +302,14 @@ async fn take(
                 tracing::info!(task_id = %spec.task_id, "task row gone; message acknowledged");
                 return Ok(None);
             }
+            // Its tenant is held to max_running (CONTRACT v3 §15): admission gives it a
+            // slot (then it is claimed) or holds it (its message is acknowledged).
+            Claim::Gated { tenant_id } => {
+                match admission::admit(deps, spec.task_id, &tenant_id).await? {
+                    Admitted::Held => return Ok(None),
+                    Admitted::Run | Admitted::Gone => {}
+                }
+            }
             Claim::Busy => {
                 tracing::debug!(task_id = %spec.task_id, "task held by another worker; waiting");
                 tokio::select! {
@@ -295,6 +318,18 @@ async fn take(
                 }
             }
         }
+    }
+}
+
+/// The rejection of a message that was read: its fields and `reason`.
+fn rejected(spec: &TaskSpec, reason: String) -> Rejection {
+    Rejection {
+        reason: storable::owned(reason),
+        task_id: Some(spec.task_id),
+        agent_id: Some(spec.agent_id),
+        input: Some(spec.input.clone()),
+        conversation_id: spec.conversation_id,
+        tenant_id: spec.tenant_id.as_deref().map(Box::from),
     }
 }
 
@@ -308,6 +343,8 @@ fn new_task(spec: &TaskSpec) -> NewTask<'_> {
         stream: spec.stream,
         reply: spec.reply.as_ref(),
         received_at: None,
+        tenant_id: spec.tenant_id.as_deref(),
+        priority: spec.priority,
     }
 }
 

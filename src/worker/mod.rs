@@ -11,6 +11,7 @@ pub mod interrupt;
 pub mod outbox;
 pub mod resolutions;
 
+mod admission;
 mod committer;
 mod control;
 mod conversations;
@@ -167,6 +168,12 @@ fn spawn_sidecars(
         shutdown.clone(),
     )));
     loops.push(conversations::spawn_sweep(
+        deps.pool.clone(),
+        deps.publisher.clone(),
+        deps.names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
+    loops.push(admission::spawn_sweep(
         deps.pool.clone(),
         deps.publisher.clone(),
         deps.names.tasks_queue.clone(),

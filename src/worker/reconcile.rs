@@ -117,6 +117,8 @@ pub(super) fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
             .and_then(|budget| super::intake::parse_budget(Some(budget)).ok().flatten()),
         agent_version: None,
         channel: None,
+        tenant_id: None,
+        priority: None,
     })
 }
 

@@ -112,6 +112,8 @@ fn new_task(task_id: Uuid, agent_id: Uuid) -> NewTask<'static> {
         stream: false,
         reply: None,
         received_at: None,
+        tenant_id: None,
+        priority: Default::default(),
     }
 }
 

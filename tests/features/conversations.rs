@@ -162,6 +162,8 @@ async fn publish_burst(
                     budget: None,
                     agent_version: None,
                     channel: None,
+                    tenant_id: None,
+                    priority: None,
                 };
                 agentd::cli::submit::run(&env.settings, &task, false, None)
                     .await

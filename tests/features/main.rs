@@ -2,7 +2,8 @@
 //! PostgreSQL and the scripted model: approvals, budgets and steering, cancel wherever a
 //! task is (`cancel`), conversations, delegation, fork, replay, replies, rate limits, agent
 //! versions, the record of every model call, stall detection, unknown outcomes,
-//! schedules, who may steer, and retention (`prune`).
+//! schedules, who may steer, tenants and fair shares, and retention
+//! (`prune`).
 //!
 //! A new test goes here when it is about a feature a producer or an operator uses (a
 //! message field, a control message, a command or route together with what the worker does
@@ -19,6 +20,7 @@ mod budgets_and_steering;
 mod cancel;
 mod conversations;
 mod delegation;
+mod fair_shares;
 mod fork;
 mod llm_record;
 mod prune;
@@ -27,5 +29,6 @@ mod replay;
 mod replies;
 mod schedules;
 mod stalls;
+mod tenants;
 mod unknown_outcomes;
 mod who_may_steer;

@@ -38,7 +38,7 @@ const OPS_SECRET: &str = "ops-secret-0123456789";
 const ACME_SECRET: &str = "acme-secret-0123456789";
 
 /// Signing on: `ops` (bound to no tenant, the one agentd signs with) and `acme-key` (bound
-/// to tenant `acme`; every task is of tenant `default` for now).
+/// to tenant `acme`; the tasks of these tests are of tenant `default`).
 fn signing(settings: &mut Settings) {
     settings.control.signing_keys = BTreeMap::from([
         ("ops".to_owned(), Secret::from(OPS_SECRET)),
@@ -520,7 +520,7 @@ async fn a_cancel_for_an_id_no_message_brings_leaves_a_tombstone_for_a_while_onl
 
 #[tokio::test]
 async fn a_pause_signed_by_a_key_bound_to_the_tasks_tenant_is_applied() {
-    // Every task is of tenant `default` until tasks carry one: a key bound to it steers.
+    // The task is of tenant `default` (its agent's): a key bound to it steers.
     let env = TestEnv::start_with(|s| {
         signing(s);
         s.control
