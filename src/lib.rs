@@ -25,7 +25,8 @@
 //!   CLI and the gateway share (cancel, decide, resolve, fork).
 //! - [`scheduler`]: schedules (CONTRACT v3 §14): the fleet's one scheduler and the commands.
 //! - [`worker`]: the worker process and the run of a task, from a delivery to its ack.
-//! - [`demo`]: the scripted model of `agentd dev` (no LLM account needed).
+//! - [`scripted_model`]: a scripted OpenAI-compatible model over HTTP: `agentd dev`'s demo
+//!   (no LLM account needed), the bench's and the tests' model.
 //! - Faces: [`gateway`] (`agentd serve`, the HTTP/SSE interface and the page), [`cli`] (the
 //!   commands of the `agentd` binary).
 
@@ -34,7 +35,6 @@ pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod core;
-pub mod demo;
 pub mod gateway;
 pub mod lifecycle;
 pub mod llm;
@@ -43,6 +43,7 @@ pub mod otel;
 pub mod outbox;
 pub mod ports;
 pub mod scheduler;
+pub mod scripted_model;
 pub mod store;
 pub mod tools;
 pub mod worker;

@@ -15,6 +15,7 @@ pub mod settings;
 pub mod submit;
 pub mod tasks;
 pub mod telemetry;
+pub mod token;
 pub mod tools;
 pub mod trace;
 pub mod versions;

@@ -288,6 +288,8 @@ async fn record_turn(settings: &Settings, task: &TaskMessage) -> anyhow::Result<
         stream: task.stream,
         reply: None,
         received_at: None,
+        tenant_id: task.tenant_id.as_deref(),
+        priority: task.priority.unwrap_or_default(),
     };
     let new = crate::store::conversations::record_turn(&pool, &turn)
         .await

@@ -10,8 +10,9 @@
 use serde::Deserialize;
 
 use crate::core::budget::Budget;
+use crate::core::fair_share::Priority;
 use crate::core::versions::{self, Requested};
-use crate::core::{bounded, storable};
+use crate::core::{bounded, storable, tenancy};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -28,6 +29,10 @@ pub struct TaskSpec {
     pub budget: Option<Budget>,
     /// The agent version or channel the message names (CONTRACT §11).
     pub requested: Requested,
+    /// The tenant the message names (CONTRACT v3 §15); `None`: its agent's.
+    pub tenant_id: Option<String>,
+    /// Its place within its tenant's waiting tasks (CONTRACT v3 §15).
+    pub priority: Priority,
 }
 
 /// Why a message is refused, with whatever could still be read from it.
@@ -39,6 +44,9 @@ pub struct Rejection {
     pub agent_id: Option<Uuid>,
     pub input: Option<String>,
     pub conversation_id: Option<Uuid>,
+    /// The tenant the message named, when it was a valid one (boxed: a rejection stays
+    /// small enough to return by value).
+    pub tenant_id: Option<Box<str>>,
 }
 
 impl Rejection {
@@ -49,6 +57,7 @@ impl Rejection {
             agent_id: None,
             input: None,
             conversation_id: None,
+            tenant_id: None,
         }
     }
 }
@@ -65,6 +74,8 @@ struct RawTask {
     budget: Option<Value>,
     agent_version: Option<Value>,
     channel: Option<Value>,
+    tenant_id: Option<Value>,
+    priority: Option<Value>,
 }
 
 /// Parses a task message body. `content_type` is the AMQP property, when set.
@@ -174,6 +185,15 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
         problems.push(problem);
         Requested::Default
     });
+    let tenant_id = tenant(raw.tenant_id).unwrap_or_else(|problem| {
+        problems.push(problem);
+        None
+    });
+    rejection.tenant_id = tenant_id.as_deref().map(Box::from);
+    let priority = priority(raw.priority).unwrap_or_else(|problem| {
+        problems.push(problem);
+        Priority::Normal
+    });
     match (agent_id, input) {
         (Some(agent_id), Some(input)) if problems.is_empty() => Ok(TaskSpec {
             task_id: task_id.unwrap_or_else(Uuid::now_v7),
@@ -184,6 +204,8 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             stream,
             budget,
             requested,
+            tenant_id,
+            priority,
         }),
         _ => {
             let reason = format!("invalid task message: {}", problems.join("; "));
@@ -260,6 +282,26 @@ fn requested(version: Option<Value>, channel: Option<Value>) -> Result<Requested
         (Some(version), None) => Ok(Requested::Version(version)),
         (None, Some(channel)) => Ok(Requested::Channel(channel)),
         (None, None) => Ok(Requested::Default),
+    }
+}
+
+/// The message's `tenant_id` (CONTRACT v3 §15): a tenant id as `core::tenancy` allows.
+fn tenant(value: Option<Value>) -> Result<Option<String>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => tenancy::parse_tenant(&text, false)
+            .map(Some)
+            .map_err(|err| format!("tenant_id {}: {err}", bounded::quote(&text))),
+        Some(_) => Err("tenant_id must be a string".to_owned()),
+    }
+}
+
+/// The message's `priority`: `high` or `normal` (the default).
+fn priority(value: Option<Value>) -> Result<Priority, String> {
+    match value {
+        None | Some(Value::Null) => Ok(Priority::Normal),
+        Some(Value::String(name)) => Priority::parse(&name),
+        Some(_) => Err("priority must be \"high\" or \"normal\"".to_owned()),
     }
 }
 
@@ -454,6 +496,34 @@ mod tests {
         assert_eq!(task_id_of(br#"{"agent_id":"x"}"#), None);
         assert_eq!(task_id_of(br#"{"task_id":"nope"}"#), None);
         assert_eq!(task_id_of(b"[1]"), None);
+    }
+
+    #[test]
+    fn a_tenant_and_a_priority_may_be_named() {
+        let spec = parse(&json_body(
+            r#""input":"x","tenant_id":"acme","priority":"high""#,
+        ))
+        .expect("valid");
+        assert_eq!(spec.tenant_id.as_deref(), Some("acme"));
+        assert_eq!(spec.priority, Priority::High);
+        let spec = parse(&json_body(r#""input":"x""#)).expect("valid");
+        assert_eq!((spec.tenant_id, spec.priority), (None, Priority::Normal));
+        for (fields, needle) in [
+            (r#""tenant_id":"""#, "must not be empty"),
+            (r#""tenant_id":"*""#, "only for a token"),
+            (r#""tenant_id":"a\u0000b""#, "control characters"),
+            (r#""tenant_id":7"#, "tenant_id must be a string"),
+            (r#""priority":"urgent""#, "\"urgent\""),
+            (r#""priority":1"#, "priority must be"),
+        ] {
+            let body = json_body(&format!(r#""input":"x",{fields}"#));
+            let rejection = parse(&body).unwrap_err();
+            assert!(
+                rejection.reason.contains(needle),
+                "{fields}: {}",
+                rejection.reason
+            );
+        }
     }
 
     fn json_body(fields: &str) -> String {

@@ -84,6 +84,9 @@ pub enum WaitReason {
     /// A side-effecting call's outcome is unknown and the agent's `on_unknown` is `hold`
     /// (CONTRACT §14): until a person resolves it.
     UnknownOutcome,
+    /// Its tenant runs `tenants.max_running` tasks already, or others of its tasks wait
+    /// ahead of it (CONTRACT v3 §15): until a slot frees and its turn comes.
+    TenantLimit,
 }
 
 impl WaitReason {
@@ -97,6 +100,7 @@ impl WaitReason {
             Self::Child => "child",
             Self::Stalled => "stalled",
             Self::UnknownOutcome => "unknown_outcome",
+            Self::TenantLimit => "tenant_limit",
         }
     }
 }

@@ -76,8 +76,8 @@ pub async fn admit(
     let mut tx = fleet.pool.begin().await?;
     conversations::lock(&mut tx, conversation_id).await?;
     // A conversation belongs to one agent and tenant (CONTRACT v3 §15): another's turn is
-    // rejected before it sees anything of it. Tasks carry no tenant yet: `default`.
-    let tenant = conversations::DEFAULT_TENANT;
+    // rejected before it sees anything of it. A task runs in its agent's tenant.
+    let tenant = agent.tenant_id.as_str();
     let owner =
         conversations::claim_owner(&mut tx, conversation_id, agent.agent_id, tenant).await?;
     if let Some(reason) = foreign_turn(conversation_id, &owner, agent.agent_id, tenant) {

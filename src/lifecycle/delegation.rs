@@ -226,6 +226,8 @@ pub async fn spawn_children(
             budget: budget.clone().and_then(|b| serde_json::from_value(b).ok()),
             agent_version: None,
             channel: None,
+            tenant_id: None,
+            priority: None,
         };
         // If this fails, the reconciler enqueues the pending child later.
         fleet

@@ -132,6 +132,8 @@ pub async fn fork_task(
         budget,
         agent_version: None,
         channel: None,
+        tenant_id: None,
+        priority: None,
     };
     // If this publish fails, the reconciler enqueues the pending row later.
     publisher

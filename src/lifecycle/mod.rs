@@ -5,8 +5,9 @@
 //!
 //! - Calls held for a person: `approvals` (decide, and the expiry pass), `resolutions`
 //!   (resolve a call whose outcome is unknown).
-//! - Turns and children: `conversations` (one turn at a time per conversation),
-//!   `delegation` (child tasks and freeing their parent).
+//! - Turns, shares and children: `conversations` (one turn at a time per conversation),
+//!   `admission` (a tenant's fair share of running tasks), `delegation` (child tasks and
+//!   freeing their parent).
 //! - Ending or steering a task no worker holds: `unheld`; a task a dead worker left:
 //!   `reconcile` (orphans), `deaths` (dead-lettered messages).
 //! - Control messages (`control/`): the consumers every worker runs, who may steer, and the
@@ -15,6 +16,7 @@
 //!   `resolutions::resolve`).
 //! - `sweep`: the shape of every periodic pass.
 
+pub mod admission;
 pub mod approvals;
 pub mod cancel;
 pub mod control;
@@ -41,7 +43,7 @@ pub use fleet::Fleet;
 use running::RunningTasks;
 
 /// Starts the loops every worker runs beside its consumer for the tasks no run holds: the
-/// two control consumers, dead letters, the reconciler, the outbox, conversation,
+/// two control consumers, dead letters, the reconciler, the outbox, conversation, tenant,
 /// delegation and tombstone sweeps, and the approval expiry pass. They end at `shutdown`.
 /// A new loop is one more line here.
 pub fn spawn(
@@ -72,6 +74,12 @@ pub fn spawn(
         shutdown.clone(),
     ));
     loops.push(conversations::spawn_sweep(
+        pool.clone(),
+        publisher.clone(),
+        names.tasks_queue.clone(),
+        shutdown.clone(),
+    ));
+    loops.push(admission::spawn_sweep(
         pool.clone(),
         publisher.clone(),
         names.tasks_queue.clone(),

@@ -121,6 +121,8 @@ pub(super) fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
         }),
         agent_version: None,
         channel: None,
+        tenant_id: None,
+        priority: None,
     })
 }
 

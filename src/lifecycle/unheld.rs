@@ -57,6 +57,8 @@ pub async fn reject(
         stream: false,
         reply,
         received_at: None,
+        tenant_id: rejection.tenant_id.as_deref(),
+        priority: crate::core::fair_share::Priority::Normal,
     };
     let sink = Sink::of(fleet);
     let mut tx = sink.pool.begin().await?;

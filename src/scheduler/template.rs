@@ -105,16 +105,9 @@ impl TaskTemplate {
             }
             self.channel = Some(storable::owned(channel.clone()));
         }
-        if let Some(priority) = &self.priority
-            && !matches!(priority.as_str(), "high" | "normal")
-        {
-            return Err(FieldError::new(
-                "task_template.priority",
-                format!(
-                    "{} is not high or normal",
-                    crate::core::bounded::quote(priority)
-                ),
-            ));
+        if let Some(priority) = &self.priority {
+            crate::core::fair_share::Priority::parse(priority)
+                .map_err(|problem| FieldError::new("task_template.priority", problem))?;
         }
         Ok(self)
     }

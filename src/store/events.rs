@@ -43,8 +43,9 @@ pub async fn append(
     }
     sqlx::query(
         "WITH stored AS ( \
-             INSERT INTO events (task_id, seq, event_id, type, payload) \
-             SELECT $1, seq, event_id, type, payload::jsonb \
+             INSERT INTO events (task_id, seq, event_id, type, payload, tenant_id) \
+             SELECT $1, seq, event_id, type, payload::jsonb, \
+                    COALESCE((SELECT tenant_id FROM tasks WHERE task_id = $1), 'default') \
              FROM UNNEST($2::bigint[], $3::uuid[], $4::text[], $5::text[]) \
                   AS batch (seq, event_id, type, payload) \
              RETURNING seq \

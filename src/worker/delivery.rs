@@ -15,6 +15,7 @@ use crate::contract::intake::{Rejection, TaskSpec, parse_task};
 use crate::core::budget::Budget;
 use crate::core::machine::{Machine, TaskInfo};
 use crate::core::storable;
+use crate::lifecycle::admission::{self, Admitted};
 use crate::lifecycle::conversations::{self, Admission};
 use crate::lifecycle::interrupt::Stops;
 use crate::lifecycle::running::RunningTasks;
@@ -146,13 +147,7 @@ async fn run(
         // None: no such agent; the lookup below finds none and rejects the task as unknown.
         Ok(version) => version,
         Err(unknown) => {
-            let rejection = Rejection {
-                reason: storable::owned(unknown.to_string()),
-                task_id: Some(spec.task_id),
-                agent_id: Some(spec.agent_id),
-                input: Some(spec.input.clone()),
-                conversation_id: spec.conversation_id,
-            };
+            let rejection = rejected(spec, unknown.to_string());
             return Ok(reject(deps, rejection, reply).await);
         }
     };
@@ -166,16 +161,24 @@ async fn run(
         tracing::warn!(task_id = %spec.task_id, %reason, "task message refused");
         return Ok(Handled::Rejected(reason));
     }
-    let Some(store::tasks::Intake { agent, inserted }) = intake else {
-        let rejection = Rejection {
-            reason: format!("unknown agent_id {}", spec.agent_id),
-            task_id: Some(spec.task_id),
-            agent_id: Some(spec.agent_id),
-            input: Some(spec.input.clone()),
-            conversation_id: spec.conversation_id,
-        };
-        return Ok(reject(deps, rejection, reply).await);
+    let Some(store::tasks::Intake {
+        agent,
+        inserted,
+        limited,
+        row_tenant,
+    }) = intake
+    else {
+        let reason = format!("unknown agent_id {}", spec.agent_id);
+        return Ok(reject(deps, rejected(spec, reason), reply).await);
     };
+    // A task runs in its agent's tenant (CONTRACT v3 §15); one recorded or sent for another
+    // is rejected (a new one was not recorded: `take_at` checks the same).
+    let named = row_tenant.as_deref().or(spec.tenant_id.as_deref());
+    if let Err(reason) = crate::core::tenancy::task_tenant(named, &agent.tenant_id) {
+        return Ok(reject(deps, rejected(spec, reason), reply).await);
+    }
+    // A limited tenant's slot this task may hold, given back when it stops running here.
+    let slot = limited.then(|| agent.tenant_id.clone());
     if !inserted && let Some(route) = reply {
         // The row existed (a producer recorded it, a cancel ended it, or a redelivery):
         // the reply still goes where this message asks.
@@ -184,9 +187,16 @@ async fn run(
     if inserted && let Err(reason) = budget_of(deps, spec, &agent) {
         return Ok(reject_taken(deps, spec, reason).await);
     }
-    let start = match inserted {
-        true => Some(Start::Fresh { last_seq: 0 }),
-        false => take(deps, spec, shutdown).await?,
+    let start = match (inserted, limited) {
+        (true, false) => Some(Start::Fresh { last_seq: 0 }),
+        // Recorded held by its tenant's limit (CONTRACT v3 §15): admission decides.
+        (true, true) => {
+            match admission::admit(&deps.fleet, spec.task_id, &agent.tenant_id).await? {
+                Admitted::Held => return Ok(Handled::Finished),
+                Admitted::Run | Admitted::Gone => take(deps, spec, shutdown).await?,
+            }
+        }
+        (false, _) => take(deps, spec, shutdown).await?,
     };
     let start = match start {
         Some(start) => start,
@@ -205,7 +215,10 @@ async fn run(
     };
     match conversations::admit(&deps.fleet, turn, &agent, shutdown).await? {
         Admission::Run => {}
-        Admission::Parked => return Ok(Handled::Finished),
+        Admission::Parked => {
+            admission::give_back(&deps.fleet, slot.as_deref()).await;
+            return Ok(Handled::Finished);
+        }
         Admission::Released => {
             // Stopping during the settle wait: nothing ran, nothing was published.
             store::tasks::release_lease(&deps.fleet.pool, spec.task_id, deps.fleet.worker_id, 0)
@@ -213,6 +226,7 @@ async fn run(
             return Ok(Handled::Released);
         }
         Admission::Rejected(_) => {
+            admission::give_back(&deps.fleet, slot.as_deref()).await;
             deps.replies.ended(spec.task_id);
             return Ok(Handled::Finished);
         }
@@ -230,6 +244,9 @@ async fn run(
     let end = task_run.drive().await;
     heartbeat.cancel();
     running.remove(spec.task_id);
+    if matches!(end, Ok(RunEnd::Finished(_) | RunEnd::Waiting)) {
+        admission::give_back(&deps.fleet, slot.as_deref()).await;
+    }
     match end? {
         RunEnd::Finished(_) => {
             deps.replies.ended(spec.task_id);
@@ -307,6 +324,14 @@ async fn take(
                 tracing::info!(task_id = %spec.task_id, "task row gone; message acknowledged");
                 return Ok(None);
             }
+            // Its tenant is held to max_running (CONTRACT v3 §15): admission gives it a
+            // slot (then it is claimed) or holds it (its message is acknowledged).
+            Claim::Gated { tenant_id } => {
+                match admission::admit(&deps.fleet, spec.task_id, &tenant_id).await? {
+                    Admitted::Held => return Ok(None),
+                    Admitted::Run | Admitted::Gone => {}
+                }
+            }
             Claim::Busy => {
                 tracing::debug!(task_id = %spec.task_id, "task held by another worker; waiting");
                 tokio::select! {
@@ -315,6 +340,18 @@ async fn take(
                 }
             }
         }
+    }
+}
+
+/// The rejection of a message that was read: its fields and `reason`.
+fn rejected(spec: &TaskSpec, reason: String) -> Rejection {
+    Rejection {
+        reason: storable::owned(reason),
+        task_id: Some(spec.task_id),
+        agent_id: Some(spec.agent_id),
+        input: Some(spec.input.clone()),
+        conversation_id: spec.conversation_id,
+        tenant_id: spec.tenant_id.as_deref().map(Box::from),
     }
 }
 
@@ -328,6 +365,8 @@ fn new_task<'a>(spec: &'a TaskSpec, reply: Option<&'a ReplyRoute>) -> NewTask<'a
         stream: spec.stream,
         reply,
         received_at: None,
+        tenant_id: spec.tenant_id.as_deref(),
+        priority: spec.priority,
     }
 }
 
