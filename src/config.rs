@@ -1,8 +1,13 @@
 //! Typed settings loaded with the `config` crate: the defaults built into the binary, then
 //! `config/default.toml` when the working directory has one, then the optional `--config
 //! PATH` file, then `AGENTD__SECTION__KEY` environment variables. Every key is documented in
-//! config/default.toml; a key nothing reads is refused ([`keys`]); the API key lives in a
-//! type whose Debug prints nothing.
+//! config/default.toml; a key nothing reads is refused ([`keys`]); the API key, the tokens
+//! and the signing keys live in a type whose Debug prints nothing ([`Secret`]).
+//!
+//! The settings are plain data and depend on the core only: each adapter reads its own
+//! section and makes its own settings from it (`llm::LlmSettings::from`), and what only an
+//! adapter can check (an AMQP URL, a retention age) it checks when the binary loads them
+//! (`cli::settings`).
 
 use std::path::PathBuf;
 
