@@ -15,7 +15,9 @@
 -- (rows of a task that no longer exists go to the default partition, at the epoch), the
 -- old tables dropped and the keys and indexes built on the new ones. It all runs in the
 -- migration's one transaction: either every row moved or nothing changed. Writers wait
--- for it (docs/scaling.md says how long it takes).
+-- for it (docs/scaling.md says how long it takes). Columns, row-level security, policies and
+-- grants that a later-numbered migration gave the old tables before this one ran (the
+-- tenants', on a database migrated before this file existed) are carried over.
 
 -- 1. The old tables step aside (their index names are freed when they are dropped).
 ALTER TABLE recursions RENAME TO recursions_unpartitioned;
@@ -26,82 +28,28 @@ ALTER SEQUENCE llm_calls_id_seq RENAME TO llm_calls_unpartitioned_id_seq;
 ALTER TABLE llm_request_parts RENAME TO llm_request_parts_unpartitioned;
 ALTER TABLE events RENAME TO events_unpartitioned;
 
--- 2. The partitioned tables: the same columns in the same order, then task_created_at.
+-- 2. The partitioned tables: the columns of the old ones, in their order, with their
+-- defaults, checks and identities (`LIKE`, so that a column another migration added before
+-- this one ran, such as tenant_id, comes along), then task_created_at, the partition key:
+-- tasks.created_at of the row's task.
 CREATE TABLE recursions (
-    trace_id        uuid NOT NULL,
-    task_id         uuid NOT NULL,
-    iteration       integer NOT NULL,
-    step_id         text,
-    action_type     text,
-    observe         text NOT NULL DEFAULT '',
-    thought         text NOT NULL DEFAULT '',
-    abstract        text NOT NULL DEFAULT '',
-    output          jsonb,
-    status          text NOT NULL CHECK (status IN ('done', 'error')),
-    error_log       text,
-    started_at      timestamptz NOT NULL,
-    finished_at     timestamptz NOT NULL,
-    -- The partition key: tasks.created_at of task_id.
+    LIKE recursions_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING IDENTITY,
     task_created_at timestamptz NOT NULL
 ) PARTITION BY RANGE (task_created_at);
-
 CREATE TABLE tool_calls (
-    id              bigint GENERATED ALWAYS AS IDENTITY,
-    task_id         uuid NOT NULL,
-    trace_id        uuid NOT NULL,
-    tool_call_id    text NOT NULL,
-    name            text NOT NULL,
-    arguments       jsonb,
-    success         boolean,
-    result          jsonb,
-    error           text,
-    duration_ms     bigint,
-    created_at      timestamptz NOT NULL DEFAULT now(),
-    state           text,
-    effect          text,
-    idempotency_key text,
-    started_at      timestamptz,
-    finished_at     timestamptz,
+    LIKE tool_calls_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING IDENTITY,
     task_created_at timestamptz NOT NULL
 ) PARTITION BY RANGE (task_created_at);
-
 CREATE TABLE llm_calls (
-    id                bigint GENERATED ALWAYS AS IDENTITY,
-    task_id           uuid NOT NULL,
-    trace_id          uuid NOT NULL,
-    iteration         integer NOT NULL,
-    attempt           integer NOT NULL,
-    status            text NOT NULL,
-    latency_ms        bigint NOT NULL,
-    prompt_tokens     bigint,
-    completion_tokens bigint,
-    error             text,
-    created_at        timestamptz NOT NULL DEFAULT now(),
-    model             text,
-    cost_usd          double precision,
-    queued_ms         bigint,
-    started_at        timestamptz,
-    request_sha256    text,
-    request_key       text,
-    request_parts     uuid[],
-    response          jsonb,
-    task_created_at   timestamptz NOT NULL
-) PARTITION BY RANGE (task_created_at);
-
-CREATE TABLE llm_request_parts (
-    task_id         uuid NOT NULL,
-    part_id         uuid NOT NULL,
-    content         text NOT NULL,
+    LIKE llm_calls_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING IDENTITY,
     task_created_at timestamptz NOT NULL
 ) PARTITION BY RANGE (task_created_at);
-
+CREATE TABLE llm_request_parts (
+    LIKE llm_request_parts_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS,
+    task_created_at timestamptz NOT NULL
+) PARTITION BY RANGE (task_created_at);
 CREATE TABLE events (
-    task_id         uuid NOT NULL,
-    seq             bigint NOT NULL,
-    event_id        uuid NOT NULL,
-    type            text NOT NULL,
-    payload         jsonb NOT NULL,
-    created_at      timestamptz NOT NULL DEFAULT now(),
+    LIKE events_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS,
     task_created_at timestamptz NOT NULL
 ) PARTITION BY RANGE (task_created_at);
 
@@ -136,43 +84,77 @@ BEGIN
     END LOOP;
 END $$;
 
--- 4. The rows move, each with its task's creation time.
-INSERT INTO recursions (trace_id, task_id, iteration, step_id, action_type, observe, thought,
-                        abstract, output, status, error_log, started_at, finished_at,
-                        task_created_at)
-SELECT r.trace_id, r.task_id, r.iteration, r.step_id, r.action_type, r.observe, r.thought,
-       r.abstract, r.output, r.status, r.error_log, r.started_at, r.finished_at,
-       COALESCE(t.created_at, 'epoch')
+-- 4. The rows move, each with its task's creation time (the new tables are the old columns
+-- then task_created_at, so `old.*` and the key line up).
+INSERT INTO recursions
+SELECT r.*, COALESCE(t.created_at, 'epoch')
 FROM recursions_unpartitioned r LEFT JOIN tasks t ON t.task_id = r.task_id;
 
-INSERT INTO tool_calls (id, task_id, trace_id, tool_call_id, name, arguments, success, result,
-                        error, duration_ms, created_at, state, effect, idempotency_key,
-                        started_at, finished_at, task_created_at)
-OVERRIDING SYSTEM VALUE
-SELECT c.id, c.task_id, c.trace_id, c.tool_call_id, c.name, c.arguments, c.success, c.result,
-       c.error, c.duration_ms, c.created_at, c.state, c.effect, c.idempotency_key,
-       c.started_at, c.finished_at, COALESCE(t.created_at, 'epoch')
+INSERT INTO tool_calls OVERRIDING SYSTEM VALUE
+SELECT c.*, COALESCE(t.created_at, 'epoch')
 FROM tool_calls_unpartitioned c LEFT JOIN tasks t ON t.task_id = c.task_id;
 
-INSERT INTO llm_calls (id, task_id, trace_id, iteration, attempt, status, latency_ms,
-                       prompt_tokens, completion_tokens, error, created_at, model, cost_usd,
-                       queued_ms, started_at, request_sha256, request_key, request_parts,
-                       response, task_created_at)
-OVERRIDING SYSTEM VALUE
-SELECT l.id, l.task_id, l.trace_id, l.iteration, l.attempt, l.status, l.latency_ms,
-       l.prompt_tokens, l.completion_tokens, l.error, l.created_at, l.model, l.cost_usd,
-       l.queued_ms, l.started_at, l.request_sha256, l.request_key, l.request_parts,
-       l.response, COALESCE(t.created_at, 'epoch')
+INSERT INTO llm_calls OVERRIDING SYSTEM VALUE
+SELECT l.*, COALESCE(t.created_at, 'epoch')
 FROM llm_calls_unpartitioned l LEFT JOIN tasks t ON t.task_id = l.task_id;
 
-INSERT INTO llm_request_parts (task_id, part_id, content, task_created_at)
-SELECT p.task_id, p.part_id, p.content, COALESCE(t.created_at, 'epoch')
+INSERT INTO llm_request_parts
+SELECT p.*, COALESCE(t.created_at, 'epoch')
 FROM llm_request_parts_unpartitioned p LEFT JOIN tasks t ON t.task_id = p.task_id;
 
-INSERT INTO events (task_id, seq, event_id, type, payload, created_at, task_created_at)
-SELECT e.task_id, e.seq, e.event_id, e.type, e.payload, e.created_at,
-       COALESCE(t.created_at, 'epoch')
+INSERT INTO events
+SELECT e.*, COALESCE(t.created_at, 'epoch')
 FROM events_unpartitioned e LEFT JOIN tasks t ON t.task_id = e.task_id;
+
+-- Row-level security, its policies and the grants of the old tables, where a migration
+-- made them before this one ran (the tenants' of CONTRACT v3 §15), hold on the new ones.
+DO $$
+DECLARE
+    parent text;
+    old regclass;
+    policy record;
+    grant_ record;
+BEGIN
+    FOREACH parent IN ARRAY
+        ARRAY['recursions', 'tool_calls', 'llm_calls', 'llm_request_parts', 'events']
+    LOOP
+        old := (parent || '_unpartitioned')::regclass;
+        IF (SELECT relrowsecurity FROM pg_class WHERE oid = old) THEN
+            EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', parent);
+        END IF;
+        IF (SELECT relforcerowsecurity FROM pg_class WHERE oid = old) THEN
+            EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', parent);
+        END IF;
+        FOR policy IN
+            SELECT p.polname, p.polpermissive, p.polcmd,
+                   pg_get_expr(p.polqual, p.polrelid) AS qual,
+                   pg_get_expr(p.polwithcheck, p.polrelid) AS with_check,
+                   (SELECT string_agg(CASE WHEN r = 0 THEN 'PUBLIC'
+                                           ELSE quote_ident(pg_get_userbyid(r)) END, ', ')
+                    FROM unnest(p.polroles) AS r) AS roles
+            FROM pg_policy p WHERE p.polrelid = old
+        LOOP
+            EXECUTE format('CREATE POLICY %I ON %I AS %s FOR %s TO %s%s%s',
+                policy.polname, parent,
+                CASE WHEN policy.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
+                CASE policy.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT'
+                                   WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
+                policy.roles,
+                COALESCE(' USING (' || policy.qual || ')', ''),
+                COALESCE(' WITH CHECK (' || policy.with_check || ')', ''));
+        END LOOP;
+        FOR grant_ IN
+            SELECT a.privilege_type,
+                   CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+                        ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS grantee
+            FROM pg_class c, aclexplode(c.relacl) AS a
+            WHERE c.oid = old AND a.grantee <> c.relowner
+        LOOP
+            EXECUTE format('GRANT %s ON %I TO %s', grant_.privilege_type, parent,
+                           grant_.grantee);
+        END LOOP;
+    END LOOP;
+END $$;
 
 -- 5. The §12 view reads the new llm_calls (a view follows a renamed table, so it is made
 -- again), and gains task_created_at; llm_request_text gets a form that names the
@@ -187,7 +169,9 @@ RETURNS text LANGUAGE sql STABLE AS $$
                                  AND p.part_id = r.part_id
 $$;
 
-CREATE OR REPLACE VIEW llm_call_bodies AS
+-- (security_invoker: the tables' row-level security holds for whoever reads the view, as
+-- the tenants' migration sets it; CREATE OR REPLACE would otherwise reset it.)
+CREATE OR REPLACE VIEW llm_call_bodies WITH (security_invoker = true) AS
 SELECT c.id AS llm_call_id,
        c.task_id,
        c.iteration,

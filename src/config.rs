@@ -1,31 +1,42 @@
 //! Typed settings loaded with the `config` crate: the defaults built into the binary, then
 //! `config/default.toml` when the working directory has one, then the optional `--config
 //! PATH` file, then `AGENTD__SECTION__KEY` environment variables. Every key is documented in
-//! config/default.toml; a key nothing reads is refused ([`keys`]); the API key lives in a
-//! type whose Debug prints nothing.
+//! config/default.toml; a key nothing reads is refused ([`keys`]); the API key, the tokens
+//! and the signing keys live in a type whose Debug prints nothing ([`Secret`]).
+//!
+//! The settings are plain data and depend on the core only: each adapter reads its own
+//! section and makes its own settings from it (`llm::LlmSettings::from`), and what only an
+//! adapter can check (an AMQP URL, a retention age) it checks when the binary loads them
+//! (`cli::settings`).
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use serde::Deserialize;
 
-use crate::core::retry::RetryPolicy;
-use crate::llm::LlmSettings;
-use crate::llm::secret::Secret;
-
 mod control;
+mod gateway;
 mod keys;
+mod llm;
 mod load;
 mod ops;
+mod otel;
 mod partitions;
 mod schedules;
+mod secret;
 pub use control::{ControlSettings, Signer};
+pub use gateway::GatewaySettings;
+pub use llm::{
+    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_STREAM_BYTES, LlmConfig, default_max_delta_bytes,
+    default_max_delta_events, default_max_response_bytes, default_max_stream_bytes,
+};
 pub use load::{
     BUILT_IN_DEFAULTS, BUILT_IN_DEV, BUILT_IN_PROMPT, DEFAULT_PROMPT_PATH, DEFAULTS_PATH, Extra,
 };
 pub use ops::{McpServerSettings, McpTransport, MetricsSettings, RetentionSettings, ToolsSettings};
+pub use otel::OtelSettings;
 pub use partitions::PartitionSettings;
 pub use schedules::SchedulesSettings;
+pub use secret::{Secret, redact_userinfo};
 
 /// Everything the binary can be configured with.
 #[derive(Debug, Clone, Deserialize)]
@@ -58,7 +69,7 @@ pub struct Settings {
     pub prices: std::collections::HashMap<String, crate::core::budget::Price>,
     /// `[otel]`: OpenTelemetry export of one trace per task (off by default).
     #[serde(default)]
-    pub otel: crate::otel::OtelSettings,
+    pub otel: OtelSettings,
     /// `[schedules]`: the fleet's scheduler (CONTRACT v3 §14).
     #[serde(default)]
     pub schedules: SchedulesSettings,
@@ -174,49 +185,6 @@ impl DatabaseSettings {
     }
 }
 
-/// The `[llm]` section.
-#[derive(Debug, Clone, Deserialize)]
-pub struct LlmConfig {
-    pub base_url: String,
-    #[serde(default)]
-    pub api_key: Option<Secret>,
-    pub timeout_ms: u64,
-    pub connect_timeout_ms: u64,
-    /// Bounds on what one attempt reads (plain body / stream) and on the `llm.delta`
-    /// events kept per recursion.
-    #[serde(default = "crate::llm::default_max_response_bytes")]
-    pub max_response_bytes: usize,
-    #[serde(default = "crate::llm::default_max_stream_bytes")]
-    pub max_stream_bytes: usize,
-    #[serde(default = "crate::llm::default_max_delta_bytes")]
-    pub max_delta_bytes: usize,
-    #[serde(default = "crate::llm::default_max_delta_events")]
-    pub max_delta_events: usize,
-    pub retry: RetryPolicy,
-    /// Provider rate limits shared by every worker (`[[llm.limits]]`, CONTRACT §10).
-    #[serde(default)]
-    pub limits: Vec<crate::core::rate_limit::RateLimit>,
-    /// `llm.record` and `llm.record_redact`: the record of every model call (CONTRACT §12).
-    #[serde(default)]
-    pub record: crate::core::call_record::RecordMode,
-    #[serde(default)]
-    pub record_redact: Vec<String>,
-}
-
-impl LlmConfig {
-    /// The client settings (an empty api_key counts as none).
-    pub fn client_settings(&self) -> LlmSettings {
-        LlmSettings {
-            base_url: self.base_url.clone(),
-            api_key: self.api_key.clone().filter(|key| !key.expose().is_empty()),
-            timeout_ms: self.timeout_ms,
-            connect_timeout_ms: self.connect_timeout_ms,
-            max_response_bytes: self.max_response_bytes,
-            max_stream_bytes: self.max_stream_bytes,
-        }
-    }
-}
-
 /// The `[worker]` section.
 #[derive(Debug, Clone, Deserialize)]
 pub struct WorkerSettings {
@@ -264,16 +232,6 @@ fn url_list<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String,
     })
 }
 
-/// Every URL of `amqp.url` parses, and there is at least one (the error hides passwords).
-fn validate_amqp_url(url: &str) -> anyhow::Result<()> {
-    let urls = crate::amqp::broker::split_urls(url);
-    anyhow::ensure!(!urls.is_empty(), "amqp.url names no RabbitMQ URL");
-    for url in urls {
-        crate::amqp::broker::parse_url(&url).context("amqp.url")?;
-    }
-    Ok(())
-}
-
 mod defaults {
     pub fn lease_secs() -> f64 {
         30.0
@@ -301,51 +259,6 @@ mod defaults {
     }
     pub fn control_pending_queue() -> String {
         "agentd.control.pending".to_owned()
-    }
-}
-
-/// The `[gateway]` section: the HTTP/SSE interface of `agentd serve`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-pub struct GatewaySettings {
-    /// Address to listen on, e.g. `127.0.0.1:8787`.
-    pub bind: String,
-    /// Accepted bearer tokens. Empty: no auth, and only loopback binds and peers are allowed.
-    /// A list, or one comma-separated string (`AGENTD__GATEWAY__TOKENS=a,b`).
-    #[serde(deserialize_with = "crate::gateway::auth::tokens_from_config")]
-    pub tokens: Vec<Secret>,
-    /// Seconds between SSE heartbeat comments on an idle event stream.
-    pub heartbeat_secs: u64,
-    /// Largest accepted request body, in bytes.
-    pub max_body_bytes: usize,
-    /// Bounds of `agentd serve` (docs/gateway.md#bounds): connections served at once, the
-    /// time a client has to send a request head, the bytes of stored events one page reads
-    /// and one event stream may queue, and the size of `GET /v1/tasks/{id}`.
-    pub max_connections: usize,
-    pub header_read_timeout_secs: u64,
-    pub stream_page_bytes: usize,
-    pub stream_buffer_bytes: usize,
-    pub trace_page_recursions: usize,
-    pub max_field_chars: usize,
-    /// Host names served without tokens besides the loopback ones (the DNS-rebinding rule).
-    pub allowed_hosts: Vec<String>,
-}
-
-impl Default for GatewaySettings {
-    fn default() -> Self {
-        Self {
-            bind: "127.0.0.1:8787".to_owned(),
-            tokens: Vec::new(),
-            heartbeat_secs: 15,
-            max_body_bytes: 65_536,
-            max_connections: 512,
-            header_read_timeout_secs: 10,
-            stream_page_bytes: 1024 * 1024,
-            stream_buffer_bytes: 1024 * 1024,
-            trace_page_recursions: 100,
-            max_field_chars: 65_536,
-            allowed_hosts: Vec::new(),
-        }
     }
 }
 
@@ -382,14 +295,12 @@ impl Settings {
             self.worker.orphan_after_secs > 0.0,
             "worker.orphan_after_secs must be > 0"
         );
-        validate_amqp_url(&self.amqp.url)?;
         for limit in &self.llm.limits {
             limit.validate().map_err(anyhow::Error::msg)?;
         }
         crate::core::call_record::Redactor::new(&self.llm.record_redact)?;
         self.tools.validate()?;
         self.metrics.address()?;
-        self.retention.validate()?;
         self.partitions.validate()?;
         self.control.validate()?;
         Ok(())
@@ -432,18 +343,6 @@ mod tests {
             .expect("list");
         assert_eq!(list.amqp.url, "amqp://h1:5673/%2f,amqp://h2:5674/%2f");
         assert_eq!(list.amqp.env()[0].1, list.amqp.url);
-    }
-
-    #[test]
-    fn a_bad_amqp_url_is_refused_at_load_without_its_password() {
-        let err = load_with("[amqp]\nurl = \"amqp://u:secret@h1/%2f,amqp://u:secret@h2:port/\"\n")
-            .expect_err("bad port");
-        let text = format!("{err:#}");
-        assert!(
-            text.contains("amqp.url") && !text.contains("secret"),
-            "{text}"
-        );
-        assert!(load_with("[amqp]\nurl = \" , \"\n").is_err());
     }
 
     #[test]

@@ -77,6 +77,12 @@ enum Command {
         /// Run on the version this channel of the agent serves (stable, canary, …).
         #[arg(long)]
         channel: Option<String>,
+        /// The task's tenant (CONTRACT v3 §15); the agent's when left out.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// high or normal (the default): within a tenant held to max_running, high first.
+        #[arg(long, value_parser = cli::token::priority_arg)]
+        priority: Option<agentd::core::fair_share::Priority>,
     },
     /// Print events as they are published (all tasks), or one task's stored events and then
     /// its live ones until it ends.
@@ -181,6 +187,9 @@ enum Command {
     /// Manage schedules: agents that run on a clock (cron in a time zone, or an interval).
     #[command(subcommand)]
     Schedule(cli::schedule::ScheduleCommand),
+    /// Manage the gateway's scoped tokens (CONTRACT v3 §15): create, list, revoke.
+    #[command(subcommand)]
+    Token(cli::token::TokenCommand),
     /// Print the AsyncAPI 3 document of the broker interface (tasks, control messages,
     /// events) as JSON; needs no configuration, database or broker.
     Asyncapi {
@@ -228,6 +237,9 @@ enum AgentCommand {
         /// or hold (the task waits for `agentd resolve`).
         #[arg(long, value_parser = ["tell_model", "hold"])]
         on_unknown: Option<String>,
+        /// The tenant the agent and its tasks belong to (default: `default`).
+        #[arg(long)]
+        tenant: Option<String>,
     },
     /// List agents.
     List,
@@ -255,7 +267,7 @@ async fn main() -> ExitCode {
         Some(Extra::File(path)) => Some(path.display().to_string()),
         _ => None,
     };
-    let settings = match Settings::load_extra(extra) {
+    let settings = match cli::settings::load(extra) {
         Ok(settings) => settings,
         Err(err) => {
             cli::out::note(format_args!("agentd: {err:#}"));
@@ -305,6 +317,7 @@ async fn dispatch(
             stall_repeat,
             stall_action,
             on_unknown,
+            tenant,
         }) => {
             let instructions = match instructions_file {
                 Some(path) => Some(cli::versions::read_text(&path)?),
@@ -312,6 +325,7 @@ async fn dispatch(
             };
             let stall = cli::resolve::stall_flags(stall_repeat, stall_action.as_deref())?;
             let agent = agentd::store::agents::NewAgent {
+                tenant_id: cli::token::tenant_arg(tenant.as_deref())?,
                 stall,
                 on_unknown,
                 name,
@@ -341,8 +355,12 @@ async fn dispatch(
             budget,
             agent_version,
             channel,
+            tenant,
+            priority,
         } => {
             let task = agentd::contract::TaskMessage {
+                tenant_id: cli::token::tenant_arg(tenant.as_deref())?,
+                priority,
                 task_id,
                 agent_id: agent,
                 input,
@@ -413,6 +431,7 @@ async fn dispatch(
         Command::Tools => cli::tools::run(&settings).await,
         Command::Tasks(args) => cli::tasks::run(&settings, &args).await,
         Command::Schedule(command) => cli::schedule::run(&settings, command).await,
+        Command::Token(command) => cli::token::run(&settings, command).await,
         Command::Asyncapi { check } => cli::asyncapi::run(check.as_deref()),
     }
 }

@@ -178,6 +178,17 @@ pub fn split_urls(list: &str) -> Vec<String> {
         .collect()
 }
 
+/// Checks `amqp.url` as the broker will read it: at least one URL, and each one parses (the
+/// error names the key and hides passwords).
+pub fn check_urls(list: &str) -> anyhow::Result<()> {
+    let urls = split_urls(list);
+    anyhow::ensure!(!urls.is_empty(), "amqp.url names no RabbitMQ URL");
+    for url in urls {
+        parse_url(&url).context("amqp.url")?;
+    }
+    Ok(())
+}
+
 /// Parses one AMQP URL; the error never shows its password.
 pub fn parse_url(url: &str) -> anyhow::Result<AMQPUri> {
     url.parse::<AMQPUri>().map_err(|err| {

@@ -1,7 +1,9 @@
 //! The RabbitMQ adapter (lapin): connecting, declaring the topology of CONTRACT §2–3, and
-//! publishing with publisher confirms (events, dead letters, tasks from the CLI).
+//! publishing with publisher confirms (events, dead letters, tasks from the CLI, control
+//! messages).
 
 pub mod broker;
+pub mod control;
 pub mod publisher;
 pub mod signing;
 pub mod subscriber;

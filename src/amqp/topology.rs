@@ -208,6 +208,9 @@ pub async fn queue_exists(broker: &Broker, queue: &str) -> anyhow::Result<bool> 
             Ok(true)
         }
         Err(err) if is_not_found(&err) => Ok(false),
+        // Another connection's exclusive queue (a worker's control queue): it exists as long
+        // as that connection lives, which is what the caller asks.
+        Err(err) if is_resource_locked(&err) => Ok(true),
         Err(err) => Err(err.into()),
     }
 }
@@ -225,4 +228,8 @@ fn is_precondition_failed(err: &lapin::Error) -> bool {
 
 fn is_not_found(err: &lapin::Error) -> bool {
     reply_code(err) == Some(404)
+}
+
+fn is_resource_locked(err: &lapin::Error) -> bool {
+    reply_code(err) == Some(405)
 }

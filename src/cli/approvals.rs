@@ -16,10 +16,10 @@ use uuid::Uuid;
 use crate::amqp;
 use crate::config::Settings;
 use crate::core::approval::{Decision, DecisionKind};
+use crate::lifecycle::approvals::{Decided, decide_verified};
+use crate::lifecycle::unheld::Sink;
 use crate::store;
 use crate::store::approvals::ApprovalRow;
-use crate::worker::approvals::{Decided, decide_verified};
-use crate::worker::unheld::Sink;
 
 /// The decision of `agentd approve`: as asked, `--edit` or `--respond`.
 pub fn approval(

@@ -1,7 +1,7 @@
 //! `agentd cancel TASK_ID`: ends a task `cancelled` wherever it is. A task not yet taken by
 //! a worker is ended in the database (its queued message is then acknowledged unrun); a
 //! running one is cancelled by its worker through the `agentd.control` exchange. The logic
-//! is [`crate::cancel::cancel_task`], shared with the gateway. An id with no task yet is
+//! is [`crate::lifecycle::cancel::cancel_task`], shared with the gateway. An id with no task yet is
 //! still cancelled (CONTRACT §2: a cancel may precede its task's message), and says so; a
 //! task that has ended is refused with exit 1.
 
@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::out::{errln, outln};
 use crate::amqp;
-use crate::cancel::{CancelResult, cancel_task};
 use crate::config::Settings;
+use crate::lifecycle::cancel::{CancelResult, cancel_task};
 use crate::store::{self, tasks::status};
 
 /// Cancels the task and reports where it was.

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::out::{errln, outln};
 use crate::amqp;
-use crate::cancel::send_control_signed;
+use crate::amqp::control::send_control_signed;
 use crate::config::Settings;
 use crate::contract::ControlMessage;
 use crate::contract::control::Inject;
@@ -65,7 +65,7 @@ pub async fn close(publisher: &amqp::Publisher) {
 pub fn budget_arg(text: &str) -> Result<Budget, String> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))?;
-    crate::worker::intake::parse_budget(Some(value))?
+    crate::contract::intake::parse_budget(Some(value))?
         .ok_or_else(|| "the budget must be a JSON object".to_owned())
 }
 

@@ -1,5 +1,5 @@
 //! `agentd dev`: try agentd with no LLM account. One process runs the scripted demo model
-//! ([`crate::demo`]), a worker pointed at it and the gateway with the live page, in the
+//! ([`crate::scripted_model::demo`]), a worker pointed at it and the gateway with the live page, in the
 //! namespace of `config/dev.toml` (database `agentd_dev`, queues `agentd_dev.*`), and makes
 //! sure an agent named `demo` exists. It is a demo: the model is a script, not an LLM.
 
@@ -35,7 +35,9 @@ pub async fn run(
     let pool = store::prepare(&settings.database.url, 2).await?;
     let agent_id = demo_agent(&pool).await?;
     pool.close().await;
-    settings.llm.base_url = crate::demo::start("127.0.0.1:0", latency, shutdown.clone()).await?;
+    let model =
+        crate::scripted_model::demo::serve("127.0.0.1:0", latency, shutdown.clone()).await?;
+    settings.llm.base_url = model.base_url();
     settings.llm.api_key = None;
     settings.llm.limits.clear();
 
@@ -117,7 +119,7 @@ fn busy_port(err: anyhow::Error, bind: &str) -> anyhow::Error {
 async fn demo_agent(pool: &sqlx::PgPool) -> anyhow::Result<uuid::Uuid> {
     let agent = store::agents::NewAgent {
         name: AGENT_NAME.into(),
-        model: crate::demo::MODEL.into(),
+        model: crate::scripted_model::demo::MODEL.into(),
         max_iteration: Some(10),
         tools: None,
         approval_tools: None,
@@ -126,6 +128,7 @@ async fn demo_agent(pool: &sqlx::PgPool) -> anyhow::Result<uuid::Uuid> {
         instructions: None,
         stall: None,
         on_unknown: None,
+        tenant_id: None,
     };
     store::agents::ensure(pool, AGENT_ID, &agent).await?;
     Ok(AGENT_ID)

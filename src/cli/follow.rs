@@ -3,7 +3,8 @@
 //! deduplicated by seq (CONTRACT §3: at least once), until the terminal event. As in the
 //! gateway's SSE route, the subscription is made before the stored events are read, and a
 //! gap (a live seq beyond the next one, or a quiet spell) is filled from the `events` table,
-//! since every event is stored before it is published.
+//! since every event is stored before it is published. Events are relayed as their JSON
+//! and read through the contract's [`EventHead`].
 
 use std::time::Duration;
 
@@ -14,19 +15,12 @@ use sqlx::PgPool;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::contract::events::EventHead;
 use crate::store;
 
 /// How often the table is read while no live event comes: an event stored and not yet
 /// published (its worker died) is shown within this.
 const QUIET_RESYNC: Duration = Duration::from_secs(2);
-
-/// Whether an event type ends its task.
-pub fn is_terminal(event: &Value) -> bool {
-    matches!(
-        event.get("type").and_then(Value::as_str),
-        Some("task.completed" | "task.failed" | "task.cancelled")
-    )
-}
 
 /// One task's stream, as far as it was shown.
 pub struct Follow<'a> {
@@ -72,7 +66,8 @@ impl<'a> Follow<'a> {
         }
         show(event)?;
         self.last_seq = seq;
-        Ok(is_terminal(event).then(|| event.clone()))
+        let terminal = EventHead::from_value(event).is_some_and(|head| head.is_terminal());
+        Ok(terminal.then(|| event.clone()))
     }
 
     /// Shows stored events, then live ones from `consumer` (subscribed to the events
@@ -98,9 +93,12 @@ impl<'a> Follow<'a> {
                 Ok(None) => anyhow::bail!("the subscription to the events exchange ended"),
             };
             let live = delivery.and_then(|d| serde_json::from_slice::<Value>(&d.data).ok());
-            let ours = live.filter(|event| event_task(event) == Some(self.task_id));
+            let ours = live.and_then(|event| {
+                let head = EventHead::from_value(&event)?;
+                (head.task_id == self.task_id).then_some((head.seq, event))
+            });
             let terminal = match ours {
-                Some(event) => self.live(&event, show).await?,
+                Some((seq, event)) => self.live(seq, &event, show).await?,
                 None => self.catch_up(show).await?,
             };
             if terminal.is_some() {
@@ -112,10 +110,10 @@ impl<'a> Follow<'a> {
     /// A live event of the task: missing ones are read from the table first.
     async fn live(
         &mut self,
+        seq: i64,
         event: &Value,
         show: &mut impl FnMut(&Value) -> std::io::Result<()>,
     ) -> anyhow::Result<Option<Value>> {
-        let seq = event.get("seq").and_then(Value::as_i64).unwrap_or(0);
         if seq > self.last_seq + 1
             && let Some(terminal) = self.catch_up(show).await?
         {
@@ -123,12 +121,4 @@ impl<'a> Follow<'a> {
         }
         self.offer(seq, event, show)
     }
-}
-
-/// The task id of an event.
-pub fn event_task(event: &Value) -> Option<Uuid> {
-    event
-        .get("task_id")
-        .and_then(Value::as_str)
-        .and_then(|id| Uuid::parse_str(id).ok())
 }

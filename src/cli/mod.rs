@@ -11,9 +11,11 @@ pub mod prune;
 pub mod replay;
 pub mod resolve;
 pub mod schedule;
+pub mod settings;
 pub mod submit;
 pub mod tasks;
 pub mod telemetry;
+pub mod token;
 pub mod tools;
 pub mod trace;
 pub mod versions;
@@ -123,7 +125,7 @@ pub async fn fork(
 ) -> anyhow::Result<ExitCode> {
     let pool = store::open(&settings.database.url, 2).await?;
     let publisher = crate::amqp::connect_declared(settings).await?;
-    let forked = crate::fork::fork_task(
+    let forked = crate::lifecycle::fork::fork_task(
         &pool,
         &publisher,
         settings,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use super::out::outln;
 
-use crate::config::Settings;
+use crate::config::{RetentionSettings, Settings};
 use crate::store::{self, prune};
 
 /// The arguments of `agentd prune`.
@@ -71,4 +71,43 @@ pub async fn run(settings: &Settings, args: &PruneArgs) -> anyhow::Result<ExitCo
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Checks the `[retention]` section by the rules of `agentd prune` (the worker's periodic
+/// prune runs the same prune): an age such as `30d`, ended statuses only, a batch of at
+/// least one.
+pub fn check_retention(retention: &RetentionSettings) -> anyhow::Result<()> {
+    prune::parse_age(&retention.older_than)
+        .map_err(|e| anyhow::anyhow!("retention.older_than: {e}"))?;
+    prune::check_statuses(&retention.statuses)
+        .map_err(|e| anyhow::anyhow!("retention.statuses: {e}"))?;
+    anyhow::ensure!(retention.batch_size > 0, "retention.batch_size must be > 0");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_defaults_are_valid_and_refuse_live_statuses() {
+        let defaults = RetentionSettings::default();
+        assert!(check_retention(&defaults).is_ok());
+        assert_eq!(
+            defaults.statuses,
+            prune::ENDED_STATUSES,
+            "every ended status"
+        );
+        let live = RetentionSettings {
+            statuses: vec!["running".to_owned()],
+            ..RetentionSettings::default()
+        };
+        assert!(check_retention(&live).is_err());
+        let never = RetentionSettings {
+            older_than: "soon".to_owned(),
+            ..RetentionSettings::default()
+        };
+        let error = check_retention(&never).unwrap_err().to_string();
+        assert!(error.contains("retention.older_than"), "{error}");
+    }
 }

@@ -129,6 +129,8 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<ExitC
                 .and_then(|budget| serde_json::from_value(budget).ok()),
             agent_version: None,
             channel: None,
+            tenant_id: None,
+            priority: None,
         };
         let body = serde_json::to_vec(&message)?;
         publisher

@@ -13,8 +13,8 @@ use super::out::{errln, outln};
 use crate::config::Settings;
 use crate::core::stall::StallSettings;
 use crate::core::unknown::{Resolution, ResolveOutcome};
-use crate::worker::resolutions::{Outcome, resolve_verified};
-use crate::worker::unheld::Sink;
+use crate::lifecycle::resolutions::{Outcome, resolve_verified};
+use crate::lifecycle::unheld::Sink;
 use crate::{amqp, store};
 
 /// The resolution of `agentd resolve`, checked.

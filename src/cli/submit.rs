@@ -22,6 +22,7 @@ use super::watch::describe;
 use crate::amqp::{self, Publisher};
 use crate::config::Settings;
 use crate::contract::TaskMessage;
+use crate::contract::events::{Event, EventData};
 use crate::store::{self, tasks::status};
 
 /// Exit code of a wait that reached `--timeout` (as timeout(1) has it).
@@ -222,10 +223,10 @@ async fn reply(replies: &mut Consumer, correlation_id: &str) -> anyhow::Result<V
 /// task completed.
 fn outcome(event: &Value) -> anyhow::Result<ExitCode> {
     errln!("{}", describe(event, false));
-    if event.get("type").and_then(Value::as_str) != Some("task.completed") {
+    let Some(EventData::TaskCompleted(completed)) = Event::from_value(event).map(|e| e.body) else {
         return Ok(ExitCode::FAILURE);
-    }
-    outln!("{}", event["data"]["answer"].as_str().unwrap_or(""))?;
+    };
+    outln!("{}", completed.answer)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -287,6 +288,8 @@ async fn record_turn(settings: &Settings, task: &TaskMessage) -> anyhow::Result<
         stream: task.stream,
         reply: None,
         received_at: None,
+        tenant_id: task.tenant_id.as_deref(),
+        priority: task.priority.unwrap_or_default(),
     };
     let new = crate::store::conversations::record_turn(&pool, &turn)
         .await

@@ -64,6 +64,7 @@ pub async fn run(settings: &Settings, args: &TasksArgs) -> anyhow::Result<ExitCo
         agent_id: args.agent,
         since: args.since,
         after: None,
+        tenant_id: None,
     };
     let (filter, limit) = (&filter, args.limit);
     let read = readers.read(|pool| async move {

@@ -12,6 +12,7 @@ use super::follow::Follow;
 use super::out::{errln, outln};
 use crate::amqp;
 use crate::config::Settings;
+use crate::contract::events::{Event, EventData, EventHead, PlanStepView};
 use crate::store::{self, tasks::status};
 
 /// Follows the events exchange until interrupted, or one task until it ends.
@@ -85,87 +86,84 @@ async fn one_task(
     Ok(ExitCode::SUCCESS)
 }
 
-fn text<'a>(data: &'a Value, key: &str) -> &'a str {
-    data.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-/// One line describing an event.
+/// One line describing an event: its envelope, and its payload as the contract types it
+/// (a payload this build cannot type is shown as its JSON).
 pub fn describe(event: &Value, with_task: bool) -> String {
-    let kind = text(event, "type");
-    let seq = event.get("seq").and_then(Value::as_i64).unwrap_or(0);
-    let data = event.get("data").unwrap_or(&Value::Null);
-    let detail = match kind {
-        "task.started" => format!(
-            "model {} · max_iteration {}",
-            text(data, "model"),
-            data["max_iteration"]
-        ),
-        "recursion.started" => {
-            let step = data["step_id"].as_str().unwrap_or("-");
-            format!("recursion {} (step {step})", data["iteration"])
-        }
-        "plan.updated" => plan_lines(data),
-        "step.updated" => format!("step {} -> {}", text(data, "step_id"), text(data, "status")),
-        "tool.started" => format!("{}({})", text(data, "name"), data["arguments"]),
-        "tool.completed" if data["success"] == Value::Bool(true) => {
-            format!(
-                "{} = {} ({} ms)",
-                text(data, "name"),
-                data["result"],
-                data["duration_ms"]
-            )
-        }
-        "tool.completed" => format!("{} failed: {}", text(data, "name"), text(data, "error")),
-        "recursion.completed" => format!(
-            "{} {} · {}{}",
-            text(data, "action_type"),
-            text(data, "status"),
-            text(data, "abstract"),
-            data.get("error_log")
-                .and_then(Value::as_str)
-                .map(|e| format!(" · error: {e}"))
-                .unwrap_or_default()
-        ),
-        "llm.retry" => format!(
-            "attempt {} failed ({}), retry in {} ms",
-            data["attempt"],
-            text(data, "error"),
-            data["delay_ms"]
-        ),
-        "llm.delta" => text(data, "content").to_owned(),
-        "task.completed" => format!(
-            "answer after {} recursions:\n{}",
-            data["iterations"],
-            text(data, "answer")
-        ),
-        "task.failed" => format!("{}: {}", text(data, "reason"), text(data, "error")),
-        "task.cancelled" => format!("after {} recursions", data["iterations"]),
-        _ => data.to_string(),
-    };
-    let task = if with_task {
-        format!("{} ", text(event, "task_id"))
-    } else {
-        String::new()
+    let head = EventHead::from_value(event);
+    let (kind, seq) = head
+        .as_ref()
+        .map_or(("", 0), |head| (head.event_type.as_str(), head.seq));
+    let detail = Event::from_value(event)
+        .and_then(|event| detail(&event.body))
+        .unwrap_or_else(|| event.get("data").unwrap_or(&Value::Null).to_string());
+    let task = match (&head, with_task) {
+        (Some(head), true) => format!("{} ", head.task_id),
+        _ => String::new(),
     };
     format!("{task}#{seq:<3} {kind:<20} {detail}")
 }
 
-fn plan_lines(data: &Value) -> String {
-    let steps = data
-        .get("plan")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let lines: Vec<String> = steps
+/// The readable part of the payloads worth more than their JSON.
+fn detail(data: &EventData) -> Option<String> {
+    let text = match data {
+        EventData::TaskStarted(started) => format!(
+            "model {} · max_iteration {}",
+            started.model, started.max_iteration
+        ),
+        EventData::RecursionStarted(started) => {
+            let step = started.step_id.as_deref().unwrap_or("-");
+            format!("recursion {} (step {step})", started.iteration)
+        }
+        EventData::PlanUpdated(updated) => plan_lines(&updated.plan),
+        EventData::StepUpdated(step) => {
+            format!("step {} -> {}", step.step_id, step.status.as_str())
+        }
+        EventData::ToolStarted(tool) => format!("{}({})", tool.name, tool.arguments),
+        EventData::ToolCompleted(tool) if tool.success => {
+            let result = tool.result.as_ref().unwrap_or(&Value::Null);
+            format!("{} = {result} ({} ms)", tool.name, tool.duration_ms)
+        }
+        EventData::ToolCompleted(tool) => {
+            let error = tool.error.as_deref().unwrap_or("");
+            format!("{} failed: {error}", tool.name)
+        }
+        EventData::RecursionCompleted(done) => format!(
+            "{} {} · {}{}",
+            done.action_type.as_deref().unwrap_or(""),
+            done.status.as_str(),
+            done.abstract_,
+            done.error_log
+                .as_deref()
+                .map(|e| format!(" · error: {e}"))
+                .unwrap_or_default()
+        ),
+        EventData::LlmRetry(retry) => format!(
+            "attempt {} failed ({}), retry in {} ms",
+            retry.attempt, retry.error, retry.delay_ms
+        ),
+        EventData::LlmDelta(delta) => delta.content.clone(),
+        EventData::TaskCompleted(done) => format!(
+            "answer after {} recursions:\n{}",
+            done.iterations, done.answer
+        ),
+        EventData::TaskFailed(failed) => format!("{}: {}", failed.reason.as_str(), failed.error),
+        EventData::TaskCancelled(cancelled) => format!("after {} recursions", cancelled.iterations),
+        _ => return None,
+    };
+    Some(text)
+}
+
+fn plan_lines(plan: &[PlanStepView]) -> String {
+    let lines: Vec<String> = plan
         .iter()
         .map(|step| {
             format!(
                 "\n      [{}] {} {}",
-                text(step, "status"),
-                text(step, "step_id"),
-                text(step, "description")
+                step.status.as_str(),
+                step.step_id,
+                step.description
             )
         })
         .collect();
-    format!("{} steps{}", steps.len(), lines.concat())
+    format!("{} steps{}", plan.len(), lines.concat())
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::llm::secret::Secret;
+use super::secret::Secret;
 
 /// `[control]`: who may steer a task through `agentd.control`.
 #[derive(Debug, Clone, Deserialize)]

@@ -1,7 +1,8 @@
 //! Progress events of CONTRACT §3: the envelope every event shares and one payload type per
 //! event type. An event is one persistent JSON message on the `agentd.events` fanout
 //! exchange (AMQP `type` = [`EventType::as_str`], `message_id` = `event_id`, header
-//! `task_id`) and one row of the `events` table whose `payload` is the same JSON.
+//! `task_id`) and one row of the `events` table whose `payload` is the same JSON. Written
+//! here (the worker) and read back here (`read.rs`: the gateway, the CLI, the bench).
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -9,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 mod payloads;
+mod read;
 pub use payloads::*;
+pub use read::EventHead;
 
 /// One progress event as published and stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

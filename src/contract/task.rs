@@ -34,4 +34,12 @@ pub struct TaskMessage {
     /// Run on the version this channel of the agent serves (`stable`, `canary`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// The tenant the task belongs to (CONTRACT v3 §15); its agent's when absent. A task
+    /// whose tenant differs from its agent's is rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    /// `high` or `normal` (the default): within a tenant held to `tenants.max_running`,
+    /// high starts first (CONTRACT v3 §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<crate::core::fair_share::Priority>,
 }

@@ -44,6 +44,14 @@ pub fn reason_owned(text: String) -> String {
     }
 }
 
+/// The first `max_chars` characters of `text`, with `…` when cut.
+pub fn excerpt(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +84,11 @@ mod tests {
         assert!(cut.len() <= REASON_BYTES + 32, "{}", cut.len());
         assert!(cut.ends_with(&format!("… ({} bytes)", long.len())));
         assert_eq!(reason_owned("same".to_owned()), "same");
+    }
+
+    #[test]
+    fn excerpt_cuts_on_char_boundaries() {
+        assert_eq!(excerpt("héllo", 2), "hé…");
+        assert_eq!(excerpt("hi", 5), "hi");
     }
 }

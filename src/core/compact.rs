@@ -12,10 +12,10 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::fields::excerpt;
+use crate::core::bounded::excerpt;
 use crate::core::limits::{trim_json, trim_text};
-use crate::core::outcome::ConversationTurn;
 use crate::core::record::HistoryHead;
+use crate::core::state::ConversationTurn;
 use crate::core::state::{LastRecursion, MemoryEntry, PlanStep, RecursionStatus};
 
 /// The longest summary kept for a folded recursion, in characters.

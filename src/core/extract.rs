@@ -16,8 +16,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::core::action::canonical_action_type;
-use crate::core::fields::excerpt;
+use crate::core::bounded::excerpt;
 use crate::core::reasoning::ReasoningTags;
 
 /// Why no usable object was found.
@@ -281,6 +280,19 @@ fn describe(error: &serde_json::Error) -> String {
         format!("{error} (the JSON object is incomplete: every {{ and [ must be closed)")
     } else {
         error.to_string()
+    }
+}
+
+/// The wire name of an action_type as models write it (any case, `-` or space for `_`,
+/// `PLAN` and the unseparated spellings), or `None` when it is none of the four.
+pub(crate) fn canonical_action_type(found: &str) -> Option<&'static str> {
+    let normalized = found.trim().to_ascii_uppercase().replace(['-', ' '], "_");
+    match normalized.as_str() {
+        "CALL_TOOL" | "CALLTOOL" => Some("CALL_TOOL"),
+        "RE_PLAN" | "REPLAN" | "PLAN" => Some("RE_PLAN"),
+        "REFLECT" => Some("REFLECT"),
+        "ANSWER" => Some("ANSWER"),
+        _ => None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::core::action::ReplyError;
+use crate::core::reply_error::ReplyError;
 
 /// An object of the reply together with its JSON path.
 #[derive(Debug, Clone)]
@@ -163,14 +163,6 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
     }
 }
 
-/// The first `max_chars` characters of `text`, with `…` when cut.
-pub(crate) fn excerpt(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,11 +222,5 @@ mod tests {
             Fields::root(&object).step_id(),
             Err(ReplyError::EmptyField { .. })
         ));
-    }
-
-    #[test]
-    fn excerpt_cuts_on_char_boundaries() {
-        assert_eq!(excerpt("héllo", 2), "hé…");
-        assert_eq!(excerpt("hi", 5), "hi");
     }
 }

@@ -35,9 +35,10 @@ use crate::core::types::{LlmReply, ToolCallRequest, ToolCallResult};
 pub use crate::core::budget::{BreachAction, Budget, BudgetTrack};
 pub use crate::core::limits::Limits;
 pub use crate::core::outcome::{
-    ConversationTurn, DomainEvent, FailReason, LlmCall, Next, Outcome, TaskInfo, WaitReason,
+    DomainEvent, FailReason, LlmCall, Next, Outcome, TaskInfo, WaitReason,
 };
 pub use crate::core::record::RecursionRecord;
+pub use crate::core::state::ConversationTurn;
 
 /// The state of one task's recursion loop.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -172,7 +173,7 @@ impl Machine {
     /// Every recursion that ends is recorded under its step, appended to the history and
     /// reported by `RecursionCompleted`.
     ///
-    /// [`ReplyError`]: crate::core::action::ReplyError
+    /// [`ReplyError`]: crate::core::reply_error::ReplyError
     pub fn on_llm_reply(&mut self, reply: &LlmReply, now: DateTime<Utc>) -> Next {
         let open = match self.take_open(Some(false), "on_llm_reply", now) {
             Ok(open) => open,

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::core::budget::{BreachAction, Budget, Reading};
 use crate::core::limits::Limits;
 use crate::core::record::RecursionRecord;
-use crate::core::state::{PlanStep, StepStatus};
+use crate::core::state::{ConversationTurn, PlanStep, StepStatus};
 use crate::core::types::{ChatMessage, ToolCallRequest};
 
 /// The task a machine runs.
@@ -37,18 +37,6 @@ pub struct TaskInfo {
     /// Stall detection (`agents.stall`, CONTRACT §14); the default for older checkpoints.
     #[serde(default)]
     pub stall: crate::core::stall::StallSettings,
-}
-
-/// An earlier task of the same conversation, as loaded by the driver.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConversationTurn {
-    pub task_id: Uuid,
-    /// The user's input of that turn.
-    pub input: String,
-    /// Its answer, when it completed.
-    pub answer: Option<String>,
-    /// Its `tasks.status` (`completed`, `failed`, ...).
-    pub status: String,
 }
 
 /// One LLM call to make: the messages in the seed layout.
@@ -96,6 +84,9 @@ pub enum WaitReason {
     /// A side-effecting call's outcome is unknown and the agent's `on_unknown` is `hold`
     /// (CONTRACT §14): until a person resolves it.
     UnknownOutcome,
+    /// Its tenant runs `tenants.max_running` tasks already, or others of its tasks wait
+    /// ahead of it (CONTRACT v3 §15): until a slot frees and its turn comes.
+    TenantLimit,
 }
 
 impl WaitReason {
@@ -109,6 +100,7 @@ impl WaitReason {
             Self::Child => "child",
             Self::Stalled => "stalled",
             Self::UnknownOutcome => "unknown_outcome",
+            Self::TenantLimit => "tenant_limit",
         }
     }
 }

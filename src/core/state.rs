@@ -1,6 +1,6 @@
 //! The dynamic state snapshot of seed 002 §5 (`global`, `current_recursion`, `context`,
 //! `last_recursion`) that is rendered into the system prompt every recursion, and the plan,
-//! step and memory types it is made of.
+//! step, memory and conversation-turn types it is made of.
 //!
 //! The snapshot borrows the plan, memory and last recursion from the machine, so building
 //! it each recursion costs no clones; only a snapshot trimmed to fit the context budget
@@ -14,8 +14,19 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::core::limits::{trim_json, trim_text};
-use crate::core::outcome::ConversationTurn;
 use crate::core::types::ToolCallResult;
+
+/// An earlier task of the same conversation, as loaded by the driver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationTurn {
+    pub task_id: Uuid,
+    /// The user's input of that turn.
+    pub input: String,
+    /// Its answer, when it completed.
+    pub answer: Option<String>,
+    /// Its `tasks.status` (`completed`, `failed`, ...).
+    pub status: String,
+}
 
 /// The status of a plan step (seed 002 §5.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

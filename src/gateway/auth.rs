@@ -1,13 +1,17 @@
-//! Who may talk to the gateway. With `gateway.tokens` configured, every `/v1` request needs
+//! Who may talk to the gateway. With `gateway.tokens` configured, or any scoped token of
+//! `api_tokens` live (CONTRACT v3 §15: `agentd token create`), every `/v1` request needs
 //! `Authorization: Bearer TOKEN` (the event stream also accepts `?access_token=TOKEN`,
-//! because a browser's EventSource cannot set headers). Without tokens the gateway is
-//! loopback-only: it refuses to bind anything else, answers 403 to non-loopback peers, and
-//! 403 `host_not_allowed` to a request whose `Host` is not a loopback name (`localhost`,
-//! `*.localhost`, a loopback address, or one of `gateway.allowed_hosts`): a web page the
-//! user opens cannot drive it by DNS rebinding, since its requests carry the page's name.
+//! because a browser's EventSource cannot set headers); a revoked or expired token is 401.
+//! Without tokens the gateway is loopback-only: it refuses to bind anything else, answers
+//! 403 to non-loopback peers, and 403 `host_not_allowed` to a request whose `Host` is not a
+//! loopback name (`localhost`, `*.localhost`, a loopback address, or one of
+//! `gateway.allowed_hosts`): a web page the user opens cannot drive it by DNS rebinding,
+//! since its requests carry the page's name.
 //!
-//! A request with a known token carries a [`Caller`]: who it is as far as the gateway
-//! verified it, kept with the decisions it records (CONTRACT v3 §15).
+//! Every `/v1` request carries a [`Caller`]: the tenant and scopes it acts with (a static
+//! token, or no token at all on loopback, is tenant `*` with `admin`) and who it is as far
+//! as the gateway verified it, kept with the decisions it records. What a caller may reach
+//! is `access.rs`'s.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -15,59 +19,63 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use super::AppState;
 use super::errors::ApiError;
-use crate::llm::secret::Secret;
-
-/// Deserializes `gateway.tokens` from a list, or from one comma-separated string (the only
-/// shape an environment variable can take). Blank entries are dropped.
-pub fn tokens_from_config<'de, D>(deserializer: D) -> Result<Vec<Secret>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Tokens {
-        List(Vec<String>),
-        Text(String),
-        // The environment source parses an all-digit value as a number.
-        Number(i64),
-    }
-    let tokens = match Tokens::deserialize(deserializer)? {
-        Tokens::List(list) => list,
-        Tokens::Text(text) => text.split(',').map(str::to_owned).collect(),
-        Tokens::Number(number) => vec![number.to_string()],
-    };
-    Ok(tokens
-        .into_iter()
-        .map(|token| token.trim().to_owned())
-        .filter(|token| !token.is_empty())
-        .map(Secret::from)
-        .collect())
-}
+use crate::config::Secret;
+use crate::core::scopes::{self, Scope};
+use crate::core::tenancy::ALL_TENANTS;
+use crate::store::api_tokens::{self, TokenRow};
 
 /// Whether `ip` is a loopback address (IPv4-mapped IPv6 included).
 pub fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()
 }
 
-/// Who made a request, as the gateway verified it: the token's tenant (`*` for the static
-/// `gateway.tokens`) and, standing for its note, the first 8 hex digits of its SHA-256.
+/// Who made a request: the tenant and scopes it acts with (CONTRACT v3 §15), and who it is
+/// as the gateway verified it (`None` without a token).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    pub verified_by: String,
+    /// The token's tenant; `*` sees every tenant.
+    pub tenant_id: String,
+    pub scopes: Vec<Scope>,
+    /// The token's tenant and note (for a static token or one without a note, the first 8
+    /// hex digits of its SHA-256 stand for the note).
+    pub verified_by: Option<String>,
 }
 
 impl Caller {
-    /// The caller of a static `gateway.tokens` token.
+    /// The caller of a static `gateway.tokens` token: every tenant, `admin`.
     fn of_static_token(token: &Secret) -> Self {
-        use sha2::Digest;
-        let digest = sha2::Sha256::digest(token.expose().as_bytes());
-        let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        let sha256 = scopes::token_sha256(token.expose());
         Self {
-            verified_by: format!("* (gateway token sha256:{short})"),
+            tenant_id: ALL_TENANTS.to_owned(),
+            scopes: vec![Scope::Admin],
+            verified_by: Some(format!("* (gateway token sha256:{})", &sha256[..8])),
+        }
+    }
+
+    /// The caller of a scoped token of `api_tokens`.
+    fn of_row(row: &TokenRow) -> Self {
+        let who = match row.note.as_deref() {
+            Some(note) if !note.trim().is_empty() => note.to_owned(),
+            _ => format!("token sha256:{}", &row.token_sha256[..8]),
+        };
+        Self {
+            tenant_id: row.tenant_id.clone(),
+            scopes: row.granted(),
+            verified_by: Some(format!("{} ({who})", row.tenant_id)),
+        }
+    }
+
+    /// A request without a token to a gateway that asks for none (loopback only): every
+    /// tenant, `admin`, verified by nothing.
+    fn local() -> Self {
+        Self {
+            tenant_id: ALL_TENANTS.to_owned(),
+            scopes: vec![Scope::Admin],
+            verified_by: None,
         }
     }
 }
@@ -108,11 +116,26 @@ fn query_token(request: &Request) -> Option<String> {
         .access_token
 }
 
-fn check_token(state: &AppState, presented: Option<&str>) -> Result<Caller, ApiError> {
+/// Whether the gateway asks every request for a token: static `gateway.tokens` are
+/// configured, or a scoped token is live (`api_tokens`).
+async fn tokens_required(state: &AppState) -> Result<bool, ApiError> {
+    if !state.tokens().is_empty() {
+        return Ok(true);
+    }
+    Ok(api_tokens::any_live(state.pool()).await?)
+}
+
+/// Who presented `presented`: a static token (compared without an early exit), else a
+/// scoped token found by its SHA-256, live. Without a token, a gateway that asks for none
+/// serves the local caller.
+async fn identify(state: &AppState, presented: Option<&str>) -> Result<Caller, ApiError> {
     let Some(presented) = presented else {
-        return Err(ApiError::unauthorized(
-            "missing bearer token (Authorization: Bearer TOKEN)",
-        ));
+        return match tokens_required(state).await? {
+            true => Err(ApiError::unauthorized(
+                "missing bearer token (Authorization: Bearer TOKEN)",
+            )),
+            false => Ok(Caller::local()),
+        };
     };
     // Every token is compared (no early exit); the last that matches names the caller.
     let known = state.tokens().iter().fold(None, |hit, token| {
@@ -121,22 +144,30 @@ fn check_token(state: &AppState, presented: Option<&str>) -> Result<Caller, ApiE
             false => hit,
         }
     });
-    match known {
-        Some(token) => Ok(Caller::of_static_token(token)),
+    if let Some(token) = known {
+        return Ok(Caller::of_static_token(token));
+    }
+    // Found by its SHA-256: the lookup learns nothing a timing could tell about the token.
+    let sha256 = scopes::token_sha256(presented);
+    match api_tokens::find(state.pool(), &sha256).await? {
+        Some(row) if row.live_at(chrono::Utc::now()) => Ok(Caller::of_row(&row)),
+        Some(row) if row.revoked_at.is_some() => {
+            Err(ApiError::unauthorized("the bearer token was revoked"))
+        }
+        Some(_) => Err(ApiError::unauthorized("the bearer token has expired")),
+        // A gateway that asks for no token ignores one it does not know, as before.
+        None if !tokens_required(state).await? => Ok(Caller::local()),
         None => Err(ApiError::unauthorized("unknown bearer token")),
     }
 }
 
-/// Middleware for `/v1` routes: a configured token in the Authorization header.
+/// Middleware for `/v1` routes: the caller of the token in the Authorization header.
 pub async fn require_token(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if state.tokens().is_empty() {
-        return next.run(request).await;
-    }
-    match check_token(&state, bearer(&request)) {
+    match identify(&state, bearer(&request)).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
@@ -148,16 +179,16 @@ pub async fn require_token(
 /// Middleware for the event stream: like [`require_token`], also accepting `?access_token=`.
 pub async fn require_token_or_query(
     State(state): State<AppState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    if state.tokens().is_empty() {
-        return next.run(request).await;
-    }
     let from_query = query_token(&request);
     let presented = bearer(&request).map(str::to_owned).or(from_query);
-    match check_token(&state, presented.as_deref()) {
-        Ok(_) => next.run(request).await,
+    match identify(&state, presented.as_deref()).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
         Err(err) => err.into_response(),
     }
 }
@@ -168,7 +199,8 @@ pub async fn loopback_only(
     request: Request,
     next: Next,
 ) -> Response {
-    if !state.tokens().is_empty() {
+    // With the database away, the loopback rules hold (a token could not be checked anyway).
+    if tokens_required(&state).await.unwrap_or(false) {
         return next.run(request).await;
     }
     let peer = request
@@ -261,24 +293,30 @@ fn is_port(text: &str) -> bool {
 mod tests {
     use super::*;
 
-    #[derive(Deserialize)]
-    struct Holder {
-        #[serde(deserialize_with = "tokens_from_config")]
-        tokens: Vec<Secret>,
-    }
-
-    fn parse(json: &str) -> Vec<String> {
-        serde_json::from_str::<Holder>(json)
-            .map(|h| h.tokens.iter().map(|t| t.expose().to_owned()).collect())
-            .unwrap_or_else(|err| vec![format!("error: {err}")])
-    }
-
     #[test]
-    fn tokens_come_from_a_list_or_a_comma_separated_string() {
-        assert_eq!(parse(r#"{"tokens": ["a", " b "]}"#), ["a", "b"]);
-        assert_eq!(parse(r#"{"tokens": "a, b,,"}"#), ["a", "b"]);
-        assert!(parse(r#"{"tokens": ""}"#).is_empty());
-        assert_eq!(parse(r#"{"tokens": 12345}"#), ["12345"]);
+    fn a_scoped_token_acts_for_its_tenant_and_is_recorded_by_its_note() {
+        let row = TokenRow {
+            token_sha256: scopes::token_sha256("t"),
+            tenant_id: "acme".into(),
+            scopes: vec!["read".into(), "decide".into()],
+            expires_at: None,
+            note: Some("ci bot".into()),
+            created_at: chrono::Utc::now(),
+            revoked_at: None,
+        };
+        let caller = Caller::of_row(&row);
+        assert_eq!(caller.tenant_id, "acme");
+        assert_eq!(caller.scopes, [Scope::Read, Scope::Decide]);
+        assert_eq!(caller.verified_by.as_deref(), Some("acme (ci bot)"));
+        let unnoted = Caller::of_row(&TokenRow { note: None, ..row });
+        let short = &scopes::token_sha256("t")[..8];
+        let expected = format!("acme (token sha256:{short})");
+        assert_eq!(unnoted.verified_by.as_deref(), Some(expected.as_str()));
+        let admin = Caller::of_static_token(&Secret::from("static"));
+        assert_eq!(
+            (admin.tenant_id.as_str(), admin.scopes.as_slice()),
+            ("*", &[Scope::Admin][..])
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::amqp::{Broker, subscriber};
+use crate::contract::events::{EventHead, EventType};
 use crate::store::events::EventRecord;
 
 /// Buffered events per followed task before a slow client lags (and catches up from the
@@ -40,18 +41,17 @@ pub struct TaskEvent {
 }
 
 impl TaskEvent {
-    /// Reads the task id and the event from a published event body (CONTRACT §3).
+    /// Reads the task id and the event from a published event body (CONTRACT §3): its
+    /// envelope typed ([`EventHead`]), its JSON relayed as it came.
     pub fn from_published(body: &[u8]) -> Option<(Uuid, Self)> {
         let value: Value = serde_json::from_slice(body).ok()?;
-        let task_id = value.get("task_id")?.as_str()?.parse::<Uuid>().ok()?;
-        let seq = value.get("seq")?.as_i64()?;
-        let event_type = value.get("type")?.as_str()?.to_owned();
+        let head = EventHead::from_value(&value)?;
         let json = value.to_string();
         Some((
-            task_id,
+            head.task_id,
             Self {
-                seq,
-                event_type,
+                seq: head.seq,
+                event_type: head.event_type,
                 json,
             },
         ))
@@ -68,10 +68,7 @@ impl TaskEvent {
 
     /// Whether this event ends its task (CONTRACT §3: exactly one, and the last).
     pub fn is_terminal(&self) -> bool {
-        matches!(
-            self.event_type.as_str(),
-            "task.completed" | "task.failed" | "task.cancelled"
-        )
+        EventType::parse(&self.event_type).is_some_and(|kind| kind.is_terminal())
     }
 }
 

@@ -15,6 +15,7 @@
 //! run the gateway in process on `127.0.0.1:0` ([`bind_observed`] also hands out the
 //! counters of [`Observed`]); [`run`] is bind-then-serve.
 
+pub mod access;
 pub mod auth;
 pub mod errors;
 pub mod hub;
@@ -43,8 +44,8 @@ use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
 use crate::amqp::{self, Publisher};
+use crate::config::Secret;
 use crate::config::{GatewaySettings, Settings};
-use crate::llm::secret::Secret;
 use crate::store;
 use hub::Hub;
 
@@ -56,8 +57,9 @@ const DRAIN: Duration = Duration::from_secs(5);
 pub enum ConfigError {
     #[error(
         "gateway.bind {bind:?} is not a loopback address ({addr}) and gateway.tokens is empty: \
-         configure bearer tokens (gateway.tokens, or AGENTD__GATEWAY__TOKENS=token1,token2) \
-         or bind a loopback address such as 127.0.0.1:8787"
+         configure bearer tokens (gateway.tokens, or AGENTD__GATEWAY__TOKENS=token1,token2), \
+         create a scoped one (agentd token create) or bind a loopback address such as \
+         127.0.0.1:8787"
     )]
     OpenWithoutTokens { bind: String, addr: SocketAddr },
     #[error("gateway.bind {0:?} does not resolve to an address")]
@@ -223,8 +225,20 @@ pub async fn bind_observed(
     Observed,
     impl Future<Output = anyhow::Result<()>> + Send + 'static,
 )> {
-    let addr = listen_address(&settings.gateway).await?;
-    let pool = store::prepare(&settings.database.url, settings.pool_size()).await?;
+    let prepare = || store::prepare(&settings.database.url, settings.pool_size());
+    let (addr, pool) = match listen_address(&settings.gateway).await {
+        Ok(addr) => (addr, prepare().await?),
+        // Live scoped tokens (CONTRACT v3 §15) close the gateway as static ones do; without
+        // any, it would answer non-loopback peers 403 anyway (`auth::loopback_only`).
+        Err(ConfigError::OpenWithoutTokens { bind, addr }) => {
+            let pool = prepare().await?;
+            if !store::api_tokens::any_live(&pool).await? {
+                return Err(ConfigError::OpenWithoutTokens { bind, addr }.into());
+            }
+            (addr, pool)
+        }
+        Err(err) => return Err(err.into()),
+    };
     let readers = store::readers::Readers::new(pool, &settings.database, settings.pool_size())?;
     let publisher = amqp::connect_declared(&settings).await?;
     let broker = Arc::clone(publisher.broker());

@@ -8,7 +8,7 @@
 //! [`complete`] then adds to every operation the error answers its extractors can give
 //! (a JSON body: 400, 413, 415, 422; a path parameter: 400; a query: 400; a bearer token:
 //! 401), so the document never lacks a status the server sends. schemathesis checks it
-//! against the running gateway (`tests/gateway/schemathesis.rs`).
+//! against the running gateway (`tests/faces/gateway/schemathesis.rs`).
 
 use serde_json::Value;
 use utoipa::openapi::path::{Operation, ParameterIn};
@@ -112,7 +112,14 @@ fn add_standard_errors(operation: &mut Operation) {
         errors.push(("400", "The query cannot be read (invalid_query)"));
     }
     if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
-        errors.push(("401", "Missing or unknown token (unauthorized)"));
+        errors.push((
+            "401",
+            "Missing, unknown, revoked or expired token (unauthorized)",
+        ));
+        errors.push((
+            "403",
+            "The token lacks the scope this route needs (missing_scope, CONTRACT v3 §15)",
+        ));
     }
     let responses = &mut operation.responses.responses;
     for (status, description) in errors {
@@ -155,7 +162,8 @@ pub struct Task {
     created_at: chrono::DateTime<chrono::Utc>,
     started_at: Option<chrono::DateTime<chrono::Utc>>,
     finished_at: Option<chrono::DateTime<chrono::Utc>>,
-    /// Why a waiting task waits (paused, budget, approval).
+    /// Why a waiting task waits (paused, budget, approval, conversation, child, stalled,
+    /// unknown_outcome, tenant_limit).
     wait_reason: Option<String>,
     /// Tokens and cost summed over every LLM attempt (cost null without a price).
     prompt_tokens: i64,
@@ -177,6 +185,10 @@ pub struct Task {
     fire_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The agent version the task is pinned to (CONTRACT §11); null until it starts.
     agent_version: Option<i32>,
+    /// The tenant it belongs to: its agent's (CONTRACT v3 §15).
+    tenant_id: String,
+    /// `high` or `normal`: its place among its tenant's tasks held by `max_running`.
+    priority: String,
 }
 
 /// One recursion of a task (`store::trace::RecursionRow`).
@@ -289,6 +301,8 @@ pub struct Agent {
     stall: Option<Value>,
     /// `tell_model` or `hold` (CONTRACT §14).
     on_unknown: String,
+    /// The tenant the agent and its tasks belong to (CONTRACT v3 §15).
+    tenant_id: String,
 }
 
 #[cfg(test)]
@@ -345,6 +359,8 @@ mod tests {
             schedule_id: None,
             fire_at: None,
             agent_version: None,
+            tenant_id: "default".into(),
+            priority: "normal".into(),
         };
         assert_eq!(schema_fields("Task"), json_fields(&task));
         let recursion = trace::RecursionRow {
@@ -411,6 +427,7 @@ mod tests {
             params: None,
             stall: None,
             on_unknown: "tell_model".into(),
+            tenant_id: "default".into(),
         };
         assert_eq!(schema_fields("Agent"), json_fields(&agent));
     }

@@ -26,10 +26,12 @@ use crate::core::types::LlmReply;
 use crate::ports::{BodyPart, Exchange, Llm, LlmError, LlmRequest};
 
 use super::errors::{decode_error, http_error, parse_retry_after, redirect_error, transport_error};
-use super::secret::{Secret, redact_userinfo};
 use super::stream::{StreamState, stream_error};
 use super::wire::ChatResponse;
 use super::{body, read};
+use crate::config::{
+    LlmConfig, Secret, default_max_response_bytes, default_max_stream_bytes, redact_userinfo,
+};
 
 /// How to reach the provider. `Debug` is safe to print: the key shows as `[redacted]` and
 /// the base URL's userinfo as `***`.
@@ -78,31 +80,21 @@ fn default_connect_timeout_ms() -> u64 {
     10_000
 }
 
-/// 16 MiB: far above any real completion, far below what hurts a worker.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
-/// 64 MiB: a stream carries some 200 bytes of framing per token.
-pub const DEFAULT_MAX_STREAM_BYTES: usize = 64 * 1024 * 1024;
-
-/// `llm.max_response_bytes` when unset.
-pub fn default_max_response_bytes() -> usize {
-    DEFAULT_MAX_RESPONSE_BYTES
-}
-
-/// `llm.max_stream_bytes` when unset.
-pub fn default_max_stream_bytes() -> usize {
-    DEFAULT_MAX_STREAM_BYTES
-}
-
-/// `llm.max_delta_bytes` when unset: 1 MiB of streamed tokens kept as `llm.delta` events
-/// per recursion.
-pub fn default_max_delta_bytes() -> usize {
-    1024 * 1024
-}
-
-/// `llm.max_delta_events` when unset: at one event per 100 ms, longer than any recursion
-/// of the default settings.
-pub fn default_max_delta_events() -> usize {
-    1000
+impl From<&LlmConfig> for LlmSettings {
+    /// The client's settings from the `[llm]` section (an empty api_key counts as none).
+    fn from(config: &LlmConfig) -> Self {
+        Self {
+            base_url: config.base_url.clone(),
+            api_key: config
+                .api_key
+                .clone()
+                .filter(|key| !key.expose().is_empty()),
+            timeout_ms: config.timeout_ms,
+            connect_timeout_ms: config.connect_timeout_ms,
+            max_response_bytes: config.max_response_bytes,
+            max_stream_bytes: config.max_stream_bytes,
+        }
+    }
 }
 
 /// An OpenAI-compatible Chat Completions client. Cheap to clone (reqwest pools inside).

@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::core::retry::ErrorClass;
 use crate::ports::LlmError;
 
-use super::secret::redact_userinfo;
 use super::wire::error_text;
+use crate::config::redact_userinfo;
 
 /// The longest provider body quoted in an error message, in characters.
 const MAX_QUOTED_BODY: usize = 500;

@@ -1,5 +1,5 @@
 //! The OpenAI-compatible Chat Completions adapter behind [`crate::ports::Llm`]: settings
-//! (with a redacting [`Secret`] for the API key), lenient wire types, and the mapping of
+//! (the API key a redacting [`Secret`] of `config`), lenient wire types, and the mapping of
 //! HTTP statuses and transport failures to the retry policy's error classes.
 //!
 //! - `client`: [`OpenAiClient`] and [`LlmSettings`]; request building and one attempt.
@@ -8,19 +8,14 @@
 //! - `read`: reading a response within `max_response_bytes` / `max_stream_bytes`.
 //! - `stream`: assembling an SSE stream of chunks into the same reply.
 //! - `errors`: status / `Retry-After` / transport classification into [`crate::ports::LlmError`].
-//! - `secret`: [`Secret`].
 
 mod body;
 mod client;
 mod errors;
 mod read;
-pub mod secret;
 mod stream;
 mod wire;
 
-pub use client::{
-    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_STREAM_BYTES, LlmSettings, OpenAiClient,
-    default_max_delta_bytes, default_max_delta_events, default_max_response_bytes,
-    default_max_stream_bytes,
-};
-pub use secret::Secret;
+pub use crate::config::Secret;
+pub use crate::config::{DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_STREAM_BYTES};
+pub use client::{LlmSettings, OpenAiClient};

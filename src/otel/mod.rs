@@ -16,9 +16,10 @@
 pub mod spans;
 pub mod target;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use crate::config::OtelSettings;
 use anyhow::Context as _;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
@@ -28,40 +29,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
 };
-use serde::Deserialize;
-
 pub use spans::{StepSpans, TaskSpan};
 pub use target::ExportTarget;
-
-/// The `[otel]` section.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-pub struct OtelSettings {
-    /// OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:6006/v1/traces`; empty: the
-    /// standard variables decide ([`target`]), and without them export is off.
-    pub endpoint: String,
-    /// `service.name` of the resource; empty: `OTEL_SERVICE_NAME`, else `agentd`.
-    pub service_name: String,
-    /// Extra HTTP headers of every export (an API key of a hosted collector); they win
-    /// over `OTEL_EXPORTER_OTLP_HEADERS` for the same name.
-    pub headers: HashMap<String, String>,
-    /// Spans are sent in batches at least this often, in milliseconds.
-    pub export_interval_ms: u64,
-    /// Time one export request may take, in milliseconds.
-    pub timeout_ms: u64,
-}
-
-impl Default for OtelSettings {
-    fn default() -> Self {
-        Self {
-            endpoint: String::new(),
-            service_name: String::new(),
-            headers: HashMap::new(),
-            export_interval_ms: 2000,
-            timeout_ms: 10_000,
-        }
-    }
-}
 
 /// Where spans go: nowhere when export is off. Cheap to clone.
 #[derive(Clone, Default)]

@@ -176,6 +176,11 @@ async fn record(
             budget: template.budget_json(),
             schedule_id: row.schedule_id,
             fire_at: fire.fire_at,
+            // A template written by hand with another priority runs normal.
+            priority: (template.priority.as_deref())
+                .and_then(|p| crate::core::fair_share::Priority::parse(p).ok())
+                .unwrap_or_default()
+                .as_str(),
         };
         if fires::insert_task(conn, &task).await? {
             let message = template.message(task_id, row.agent_id, &row.input);

@@ -16,7 +16,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::fire::{self, Outlet};
-use super::spec::{Change, Draft, FieldError, Rules};
+use super::spec::{Change, Draft, Rules};
+use super::template::FieldError;
 use crate::config::Settings;
 use crate::core::schedule::Fire;
 use crate::store::agents::{self, Agent};
@@ -56,8 +57,10 @@ pub async fn create(
         .ok_or(ManageError::UnknownAgent(agent_id))?;
     let checked = draft.check(Uuid::now_v7(), &rules(settings, Some(&agent)))?;
     let next_fire_at = checked.first_next_fire_at(now);
+    // A schedule and its tasks belong to its agent's tenant (CONTRACT v3 §15).
     let row = ScheduleRow {
         next_fire_at,
+        tenant_id: agent.tenant_id.clone(),
         ..checked.row
     };
     let stored = rows::insert(pool, &row).await?;

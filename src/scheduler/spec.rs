@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::template::TaskTemplate;
+use super::template::{FieldError, TaskTemplate};
 use crate::core::budget::Price;
 use crate::core::schedule::{
     DEFAULT_CATCH_UP_WINDOW_SECS, DEFAULT_TIME_ZONE, Every, Policy, PolicyError, Timing,
@@ -16,25 +16,6 @@ use crate::store::schedules::ScheduleRow;
 
 /// Longest accepted schedule name.
 pub const MAX_NAME_CHARS: usize = 200;
-
-/// A refused field: `"{field}: {problem}"`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct FieldError {
-    /// The field as the gateway's JSON names it (`cron`, `timezone`, `task_template.budget`).
-    pub field: &'static str,
-    pub problem: String,
-}
-
-impl FieldError {
-    /// A refusal of `field`.
-    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
-        Self {
-            field,
-            problem: problem.into(),
-        }
-    }
-}
 
 /// A new schedule as asked for, before it is checked. Absent fields take the contract's
 /// defaults (UTC, skip, latest, 3600 s, no cap).

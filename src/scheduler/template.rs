@@ -1,14 +1,34 @@
 //! A schedule's task template (`schedules.task_template`, CONTRACT v3 §14): what each
 //! fire's task message carries besides `task_id`, `agent_id` and `input`, checked when the
-//! schedule is made so that its fires are not rejected one by one later.
+//! schedule is made so that its fires are not rejected one by one later; and a refused
+//! field of a schedule request ([`FieldError`]), which the template's checks and `spec`'s
+//! both give.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::spec::FieldError;
 use crate::core::budget::{Budget, Price};
 use crate::core::storable;
+
+/// A refused field: `"{field}: {problem}"`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct FieldError {
+    /// The field as the gateway's JSON names it (`cron`, `timezone`, `task_template.budget`).
+    pub field: &'static str,
+    pub problem: String,
+}
+
+impl FieldError {
+    /// A refusal of `field`.
+    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
+        Self {
+            field,
+            problem: problem.into(),
+        }
+    }
+}
 
 /// The fields of a task message (CONTRACT §2, §8, §11, §15) a schedule may set.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -85,16 +105,9 @@ impl TaskTemplate {
             }
             self.channel = Some(storable::owned(channel.clone()));
         }
-        if let Some(priority) = &self.priority
-            && !matches!(priority.as_str(), "high" | "normal")
-        {
-            return Err(FieldError::new(
-                "task_template.priority",
-                format!(
-                    "{} is not high or normal",
-                    crate::core::bounded::quote(priority)
-                ),
-            ));
+        if let Some(priority) = &self.priority {
+            crate::core::fair_share::Priority::parse(priority)
+                .map_err(|problem| FieldError::new("task_template.priority", problem))?;
         }
         Ok(self)
     }

@@ -43,6 +43,8 @@ pub struct Agent {
     pub stall: Option<sqlx::types::Json<serde_json::Value>>,
     /// `tell_model` (default) or `hold` (CONTRACT §14).
     pub on_unknown: String,
+    /// The tenant the agent and its tasks belong to (CONTRACT v3 §15).
+    pub tenant_id: String,
 }
 
 impl Agent {
@@ -83,7 +85,7 @@ impl Agent {
 /// The columns of [`Agent`], in its order (every query that reads agents selects these).
 pub const AGENT_COLUMNS: &str = "agent_id, name, model, max_iteration, tools, \
      context_budget_tokens, created_at, budget, approval_tools, approval_timeout_secs, \
-     on_approval_expiry, conversation_policy, delegates, instructions, stall, on_unknown";
+     on_approval_expiry, conversation_policy, delegates, instructions, stall, on_unknown, tenant_id";
 
 /// The columns an agent version defines (`agent_versions`); the others come from `agents`.
 pub const VERSION_COLUMNS: &[&str] = &[
@@ -149,6 +151,8 @@ pub struct NewAgent {
     pub stall: Option<crate::core::stall::StallSettings>,
     /// `agents.on_unknown`; `None` for `tell_model`.
     pub on_unknown: Option<String>,
+    /// The agent's tenant (checked with `core::tenancy::parse_tenant`); `None`: `default`.
+    pub tenant_id: Option<String>,
 }
 
 /// Inserts an agent and returns its id (UUID v7).
@@ -172,10 +176,10 @@ async fn insert(
     sqlx::query(&format!(
         "INSERT INTO agents (agent_id, name, model, max_iteration, tools, approval_tools, \
                              approval_timeout_secs, on_approval_expiry, instructions, stall, \
-                             on_unknown) \
+                             on_unknown, tenant_id) \
          VALUES ($1, $2, $3, COALESCE($4, 30), $5, $6, $7, $8, $9, \
                  COALESCE($10, '{{\"repeat\": 3, \"action\": \"nudge\"}}'::jsonb), \
-                 COALESCE($11, 'tell_model')){on_conflict}"
+                 COALESCE($11, 'tell_model'), COALESCE($12, 'default')){on_conflict}"
     ))
     .bind(agent_id)
     .bind(&agent.name)
@@ -188,6 +192,7 @@ async fn insert(
     .bind(&agent.instructions)
     .bind(agent.stall.map(sqlx::types::Json))
     .bind(&agent.on_unknown)
+    .bind(&agent.tenant_id)
     .execute(pool)
     .await?;
     Ok(())
@@ -215,6 +220,17 @@ pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<Agent>> {
     sqlx::query_as::<_, Agent>(&format!(
         "SELECT {AGENT_COLUMNS}, {STABLE_EXTRA} FROM agents ORDER BY created_at, agent_id"
     ))
+    .fetch_all(pool)
+    .await
+}
+
+/// The agents a caller of `tenant` sees (`*`: every tenant's), oldest first.
+pub async fn list_visible(pool: &PgPool, tenant: &str) -> sqlx::Result<Vec<Agent>> {
+    sqlx::query_as::<_, Agent>(&format!(
+        "SELECT {AGENT_COLUMNS}, {STABLE_EXTRA} FROM agents \
+         WHERE $1 = '*' OR tenant_id = $1 ORDER BY created_at, agent_id"
+    ))
+    .bind(tenant)
     .fetch_all(pool)
     .await
 }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::reconcile::Orphan;
 use crate::core::approval::{Decision, DecisionKind};
+use crate::core::tenancy::ALL_TENANTS;
 
 /// One row of `approvals`.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize, utoipa::ToSchema)]
@@ -71,32 +72,48 @@ pub async fn pending(
     task_id: Option<Uuid>,
     limit: i64,
 ) -> sqlx::Result<Vec<ApprovalRow>> {
+    pending_in(pool, task_id, ALL_TENANTS, limit).await
+}
+
+/// [`pending`], of tenant `tenant` only (`*`: of every tenant).
+pub async fn pending_in(
+    pool: &PgPool,
+    task_id: Option<Uuid>,
+    tenant: &str,
+    limit: i64,
+) -> sqlx::Result<Vec<ApprovalRow>> {
     sqlx::query_as::<_, ApprovalRow>(&format!(
         "SELECT {COLUMNS} FROM approvals \
          WHERE decision IS NULL AND ($1::uuid IS NULL OR task_id = $1) \
+           AND ($3 = '*' OR tenant_id = $3) \
            AND EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = approvals.task_id \
                        AND t.status = 'waiting') \
          ORDER BY requested_at, task_id, tool_call_id LIMIT $2"
     ))
     .bind(task_id)
     .bind(limit)
+    .bind(tenant)
     .fetch_all(pool)
     .await
 }
 
-/// The decided requests (newest decision first), of one task or of all.
-pub async fn decided(
+/// The decided requests (newest decision first), of one task or of all, of tenant
+/// `tenant` only (`*`: of every tenant).
+pub async fn decided_in(
     pool: &PgPool,
     task_id: Option<Uuid>,
+    tenant: &str,
     limit: i64,
 ) -> sqlx::Result<Vec<ApprovalRow>> {
     sqlx::query_as::<_, ApprovalRow>(&format!(
         "SELECT {COLUMNS} FROM approvals \
          WHERE decision IS NOT NULL AND ($1::uuid IS NULL OR task_id = $1) \
+           AND ($3 = '*' OR tenant_id = $3) \
          ORDER BY decided_at DESC, task_id, tool_call_id LIMIT $2"
     ))
     .bind(task_id)
     .bind(limit)
+    .bind(tenant)
     .fetch_all(pool)
     .await
 }

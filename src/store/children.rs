@@ -44,9 +44,10 @@ pub struct NewChild<'a> {
 pub async fn record(pool: &PgPool, child: &NewChild<'_>) -> sqlx::Result<Uuid> {
     let inserted: Option<Uuid> = sqlx::query_scalar(
         "INSERT INTO tasks (task_id, agent_id, input, stream, budget, parent_task_id, \
-                            parent_tool_call_id, root_task_id) \
+                            parent_tool_call_id, root_task_id, tenant_id) \
          SELECT $1, $2, $3, $4, $5, $6, $7, \
-                COALESCE((SELECT root_task_id FROM tasks WHERE task_id = $6), $6) \
+                COALESCE((SELECT root_task_id FROM tasks WHERE task_id = $6), $6), \
+                COALESCE((SELECT tenant_id FROM tasks WHERE task_id = $6), 'default') \
          ON CONFLICT (parent_task_id, parent_tool_call_id) WHERE parent_task_id IS NOT NULL \
          DO NOTHING RETURNING task_id",
     )

@@ -62,9 +62,6 @@ pub async fn blocker(
     .await
 }
 
-/// The tenant every conversation belongs to until tasks carry one (CONTRACT v3 §15).
-pub const DEFAULT_TENANT: &str = "default";
-
 /// Who a conversation belongs to: the agent and tenant of its first admitted turn.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Owner {

@@ -44,8 +44,10 @@ pub async fn append(
     }
     sqlx::query(
         "WITH stored AS ( \
-             INSERT INTO events (task_id, seq, event_id, type, payload, task_created_at) \
+             INSERT INTO events (task_id, seq, event_id, type, payload, tenant_id, \
+                                 task_created_at) \
              SELECT $1, seq, event_id, type, payload::jsonb, \
+                    COALESCE((SELECT tenant_id FROM tasks WHERE task_id = $1), 'default'), \
                     (SELECT created_at FROM tasks WHERE task_id = $1) \
              FROM UNNEST($2::bigint[], $3::uuid[], $4::text[], $5::text[]) \
                   AS batch (seq, event_id, type, payload) \

@@ -230,8 +230,9 @@ pub async fn insert(pool: &PgPool, fork: &NewFork<'_>) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO tasks (task_id, agent_id, input, constraints, stream, budget, checkpoint, \
                             iterations, forked_from_task_id, forked_from_iteration, \
-                            agent_version) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                            agent_version, tenant_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+                 COALESCE((SELECT tenant_id FROM tasks WHERE task_id = $9), 'default'))",
     )
     .bind(fork.task_id)
     .bind(original.agent_id)

@@ -3,8 +3,10 @@
 //! the queries behind the trace tables of CONTRACT §4. Every query is parameterized.
 
 pub mod agents;
+pub mod api_tokens;
 pub mod approvals;
 pub mod children;
+pub mod claim;
 pub mod conversations;
 pub mod detail;
 pub mod events;
@@ -13,6 +15,7 @@ pub mod ledger;
 pub mod llm_record;
 pub mod operator_actions;
 pub mod outbox;
+pub mod owners;
 pub mod partitions;
 pub mod prune;
 pub mod rate_limit;
@@ -25,6 +28,7 @@ pub mod steering;
 pub mod step;
 pub mod task_list;
 pub mod tasks;
+pub mod tenants;
 pub mod trace;
 pub mod transient;
 pub mod unheld;

@@ -81,8 +81,9 @@ pub async fn resolve(
     let action_id = Uuid::now_v7();
     sqlx::query(
         "INSERT INTO operator_actions (action_id, task_id, tool_call_id, action, payload, \
-                                       reason, by, verified_by) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                                       reason, by, verified_by, tenant_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+                 COALESCE((SELECT tenant_id FROM tasks WHERE task_id = $2), 'default'))",
     )
     .bind(action_id)
     .bind(task_id)
@@ -161,6 +162,16 @@ pub struct HeldCall {
 /// Up to `limit` calls whose outcome is unknown and that wait for a person, oldest first,
 /// of one task or of all.
 pub async fn held(pool: &PgPool, task_id: Option<Uuid>, limit: i64) -> sqlx::Result<Vec<HeldCall>> {
+    held_in(pool, task_id, crate::core::tenancy::ALL_TENANTS, limit).await
+}
+
+/// [`held`], of tenant `tenant` only (`*`: of every tenant).
+pub async fn held_in(
+    pool: &PgPool,
+    task_id: Option<Uuid>,
+    tenant: &str,
+    limit: i64,
+) -> sqlx::Result<Vec<HeldCall>> {
     sqlx::query_as::<_, HeldCall>(
         "SELECT c.task_id, c.tool_call_id, c.trace_id, c.name, c.arguments, c.effect, \
                 c.idempotency_key, c.state, c.started_at \
@@ -169,12 +180,14 @@ pub async fn held(pool: &PgPool, task_id: Option<Uuid>, limit: i64) -> sqlx::Res
          WHERE c.state = 'unknown' AND c.success IS NULL \
            AND t.status = 'waiting' AND t.wait_reason = 'unknown_outcome' \
            AND ($1::uuid IS NULL OR c.task_id = $1) \
+           AND ($3 = '*' OR t.tenant_id = $3) \
            AND NOT EXISTS (SELECT 1 FROM operator_actions o WHERE o.task_id = c.task_id \
                            AND o.tool_call_id = c.tool_call_id) \
          ORDER BY c.started_at, c.task_id, c.tool_call_id LIMIT $2",
     )
     .bind(task_id)
     .bind(limit)
+    .bind(tenant)
     .fetch_all(pool)
     .await
 }

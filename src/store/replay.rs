@@ -79,8 +79,9 @@ pub async fn replayed_already(
 pub async fn record(pool: &PgPool, original: &Original, task_id: Uuid) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
-                            budget, forked_from_task_id, forked_from_iteration) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0)",
+                            budget, forked_from_task_id, forked_from_iteration, tenant_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, \
+                 COALESCE((SELECT tenant_id FROM tasks WHERE task_id = $8), 'default'))",
     )
     .bind(task_id)
     .bind(original.agent_id)

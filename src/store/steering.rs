@@ -12,10 +12,9 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-/// The tenant of `task_id`, `None` when no table knows the task. Until tasks carry a tenant
-/// (CONTRACT v3 §15 "Tenants"), every task's tenant is `default`.
+/// The tenant of `task_id` (CONTRACT v3 §15), `None` when no table knows the task.
 pub async fn tenant_of(pool: &PgPool, task_id: Uuid) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT 'default'::text FROM tasks WHERE task_id = $1")
+    sqlx::query_scalar("SELECT tenant_id FROM tasks WHERE task_id = $1")
         .bind(task_id)
         .fetch_optional(pool)
         .await
@@ -71,14 +70,23 @@ pub async fn adopt_tombstone(
     agent_id: Uuid,
     input: &str,
 ) -> sqlx::Result<bool> {
-    let updated = sqlx::query(&format!(
-        "UPDATE tasks SET agent_id = $2, input = $3, updated_at = now() \
-         WHERE task_id = $1 AND {TOMBSTONE}"
+    // The task and its cancel event become its agent's tenant's (CONTRACT v3 §15).
+    sqlx::query_scalar(&format!(
+        "WITH adopted AS ( \
+             UPDATE tasks SET agent_id = $2, input = $3, updated_at = now(), \
+                    tenant_id = COALESCE((SELECT tenant_id FROM agents WHERE agent_id = $2), \
+                                         tenant_id) \
+             WHERE task_id = $1 AND {TOMBSTONE} \
+             RETURNING tenant_id \
+         ), moved AS ( \
+             UPDATE events SET tenant_id = adopted.tenant_id FROM adopted \
+             WHERE events.task_id = $1 \
+         ) \
+         SELECT EXISTS (SELECT 1 FROM adopted)"
     ))
     .bind(task_id)
     .bind(agent_id)
     .bind(input)
-    .execute(pool)
-    .await?;
-    Ok(updated.rows_affected() == 1)
+    .fetch_one(pool)
+    .await
 }

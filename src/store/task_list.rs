@@ -22,6 +22,8 @@ pub struct TaskFilter {
     pub since: Option<DateTime<Utc>>,
     /// Only tasks after this cursor (older), for the next page.
     pub after: Option<TaskCursor>,
+    /// Only this tenant's (CONTRACT v3 §15); `None`: every tenant's.
+    pub tenant_id: Option<String>,
 }
 
 /// One page, newest first.
@@ -45,6 +47,12 @@ pub async fn page(pool: &PgPool, filter: &TaskFilter, limit: i64) -> sqlx::Resul
             .push(clause.next())
             .push("agent_id = ")
             .push_bind(agent_id);
+    }
+    if let Some(tenant_id) = &filter.tenant_id {
+        query
+            .push(clause.next())
+            .push("tenant_id = ")
+            .push_bind(tenant_id.clone());
     }
     if let Some(since) = filter.since {
         query

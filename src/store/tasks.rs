@@ -6,7 +6,9 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::agents::Agent;
+pub use super::claim::{Claim, ResumePoint, claim};
 use super::replies::ReplyRoute;
+use crate::core::fair_share::Priority;
 
 /// A task's status as stored (`tasks.status`).
 pub mod status {
@@ -38,6 +40,11 @@ pub struct NewTask<'a> {
     /// When the task's message reached the worker that records it: its `created_at`, which
     /// places a conversation turn (`store::conversations`). `None`: now.
     pub received_at: Option<DateTime<Utc>>,
+    /// The tenant the message or its producer names (CONTRACT v3 §15); `None`: its
+    /// agent's (`default` for a row without one).
+    pub tenant_id: Option<&'a str>,
+    /// Its place within its tenant's waiting tasks.
+    pub priority: Priority,
 }
 
 /// One row of `tasks`.
@@ -75,20 +82,26 @@ pub struct TaskRow {
     pub fire_at: Option<DateTime<Utc>>,
     /// The agent version the task is pinned to (CONTRACT v3 §11); null until it starts.
     pub agent_version: Option<i32>,
+    /// The tenant it belongs to, and its priority within it (CONTRACT v3 §15).
+    pub tenant_id: String,
+    pub priority: String,
 }
 
 /// The columns of [`TaskRow`], in its order (every query that reads task rows selects these).
 pub const TASK_COLUMNS: &str = "task_id, agent_id, conversation_id, input, status, iterations, \
      answer, error, fail_reason, plan, created_at, started_at, finished_at, wait_reason, \
      prompt_tokens, completion_tokens, cost_usd, tool_call_count, forked_from_task_id, \
-     forked_from_iteration, parent_task_id, root_task_id, schedule_id, fire_at, agent_version";
+     forked_from_iteration, parent_task_id, root_task_id, schedule_id, fire_at, agent_version, \
+     tenant_id, priority";
 
 /// Inserts the task as `pending` unless a row with its id exists. Returns whether it was new.
 pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<bool> {
     let result = sqlx::query(
         "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
-                            reply_to, correlation_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                            reply_to, correlation_id, tenant_id, priority) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+                 COALESCE($9, (SELECT tenant_id FROM agents WHERE agent_id = $2), 'default'), \
+                 $10) \
          ON CONFLICT (task_id) DO NOTHING",
     )
     .bind(task.task_id)
@@ -99,6 +112,8 @@ pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<b
     .bind(task.stream)
     .bind(task.reply.map(|r| r.reply_to.as_str()))
     .bind(task.reply.and_then(|r| r.correlation_id.as_deref()))
+    .bind(task.tenant_id)
+    .bind(task.priority.as_str())
     .execute(pool)
     .await?;
     Ok(result.rows_affected() == 1)
@@ -109,9 +124,16 @@ pub async fn insert_pending(pool: &PgPool, task: &NewTask<'_>) -> sqlx::Result<b
 pub struct Intake {
     #[sqlx(flatten)]
     pub agent: Agent,
-    /// True: the task had no row; it is now recorded `running` under the caller's lease.
+    /// True: the task had no row; it is now recorded `running` under the caller's lease
+    /// (or, when `limited`, `waiting` for its tenant's admission, without a lease).
     /// False: a row existed (recorded by a producer, or a redelivery): claim it.
     pub inserted: bool,
+    /// Whether the agent's tenant is held to `tenants.max_running` (CONTRACT v3 §15): its
+    /// tasks start only through admission (`worker::admission`).
+    pub limited: bool,
+    /// The tenant of the task's row when one existed with an agent (recorded by a
+    /// producer, or a redelivery); `None` for a new task.
+    pub row_tenant: Option<String>,
 }
 
 /// Looks up the task's agent at its stable version and, when it exists and the task has no
@@ -150,6 +172,10 @@ pub async fn take_at(
              JOIN agent_versions v ON v.agent_id = a.agent_id \
                                   AND v.version = (SELECT version FROM pinned) \
              WHERE a.agent_id = $2 \
+         ), gate AS ( \
+             SELECT EXISTS (SELECT 1 FROM tenants t, agent \
+                            WHERE t.tenant_id = agent.tenant_id \
+                              AND t.max_running IS NOT NULL) AS limited \
          ), pin AS ( \
              UPDATE tasks SET agent_version = (SELECT version FROM agent) \
              WHERE task_id = $1 AND agent_version IS NULL \
@@ -157,15 +183,26 @@ pub async fn take_at(
          ), inserted AS ( \
              INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, \
                                 stream, status, started_at, lease_owner, lease_until, budget, \
-                                reply_to, correlation_id, created_at, agent_version) \
-             SELECT $1, agent.agent_id, $3, $4, $5, $6, 'running', now(), $7, \
-                    now() + make_interval(secs => $8), COALESCE($9, agent.budget), $10, $11, \
-                    COALESCE($12, now()), agent.version \
-             FROM agent \
+                                reply_to, correlation_id, created_at, agent_version, tenant_id, \
+                                priority, wait_reason) \
+             SELECT $1, agent.agent_id, $3, $4, $5, $6, \
+                    CASE WHEN gate.limited THEN 'waiting' ELSE 'running' END, \
+                    CASE WHEN gate.limited THEN NULL ELSE now() END, \
+                    CASE WHEN gate.limited THEN NULL ELSE $7 END, \
+                    CASE WHEN gate.limited THEN NULL \
+                         ELSE now() + make_interval(secs => $8) END, \
+                    COALESCE($9, agent.budget), $10, $11, COALESCE($12, now()), agent.version, \
+                    agent.tenant_id, $15, \
+                    CASE WHEN gate.limited THEN 'tenant_limit' END \
+             FROM agent, gate \
+             WHERE $14::text IS NULL OR $14 = agent.tenant_id \
              ON CONFLICT (task_id) DO NOTHING \
              RETURNING task_id \
          ) \
-         SELECT agent.*, EXISTS (SELECT 1 FROM inserted) AS inserted FROM agent",
+         SELECT agent.*, EXISTS (SELECT 1 FROM inserted) AS inserted, gate.limited, \
+                (SELECT tenant_id FROM tasks WHERE task_id = $1 AND agent_id IS NOT NULL) \
+                    AS row_tenant \
+         FROM agent, gate",
         super::agents::pinned_columns()
     ))
     .bind(task.task_id)
@@ -181,6 +218,8 @@ pub async fn take_at(
     .bind(task.reply.and_then(|r| r.correlation_id.as_deref()))
     .bind(task.received_at)
     .bind(version)
+    .bind(task.tenant_id)
+    .bind(task.priority.as_str())
     .fetch_optional(pool)
     .await
 }
@@ -220,8 +259,11 @@ pub async fn insert_rejected(
 ) -> sqlx::Result<bool> {
     let result = sqlx::query(
         "INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, stream, \
-                            status, error, fail_reason, finished_at, reply_to, correlation_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, 'rejected', $7, 'rejected', now(), $8, $9) \
+                            status, error, fail_reason, finished_at, reply_to, correlation_id, \
+                            tenant_id, priority) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'rejected', $7, 'rejected', now(), $8, $9, \
+                 COALESCE($10, (SELECT tenant_id FROM agents WHERE agent_id = $2), 'default'), \
+                 $11) \
          ON CONFLICT (task_id) DO UPDATE \
              SET status = 'rejected', error = $7, fail_reason = 'rejected', \
                  finished_at = now(), updated_at = now(), \
@@ -239,115 +281,11 @@ pub async fn insert_rejected(
     .bind(reason)
     .bind(task.reply.map(|r| r.reply_to.as_str()))
     .bind(task.reply.and_then(|r| r.correlation_id.as_deref()))
+    .bind(task.tenant_id)
+    .bind(task.priority.as_str())
     .execute(conn)
     .await?;
     Ok(result.rows_affected() == 1)
-}
-
-/// What the row of a task says about taking it up.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Claim {
-    /// The task was pending: it is now ours, starting from its first recursion.
-    Fresh,
-    /// The task was running under an expired or released lease (its worker died or let it
-    /// go): it is now ours, resuming from this point.
-    Resume(ResumePoint),
-    /// Another live worker holds the task.
-    Busy,
-    /// The task already ended with this status.
-    Ended(String),
-    /// No row: the task was never recorded.
-    Missing,
-}
-
-/// Where a claimed task resumes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResumePoint {
-    /// The machine after its last committed step (None: no recursion committed).
-    pub checkpoint: Option<String>,
-    /// Set when a `resume` freed a `waiting` task: why (`resumed`, `budget`), and the
-    /// budget it brought, if any.
-    pub resumed: Option<(String, Option<Value>)>,
-    /// Guidance injected while nobody held the task, oldest first.
-    pub guidance: Vec<String>,
-    /// Every event up to this seq is known to be confirmed by the broker; later ones are
-    /// published again before anything newer.
-    pub confirmed_seq: i64,
-}
-
-/// Takes the task for `owner` for `lease_secs` seconds if nobody else holds it.
-pub async fn claim(
-    pool: &PgPool,
-    task_id: Uuid,
-    owner: Uuid,
-    lease_secs: f64,
-) -> sqlx::Result<Claim> {
-    let mut tx = pool.begin().await?;
-    type Row = (
-        String,
-        bool,
-        Option<String>,
-        i64,
-        Option<String>,
-        Option<Value>,
-        Option<Value>,
-    );
-    let row: Option<Row> = sqlx::query_as(
-        "SELECT status, COALESCE(lease_until < now(), true), checkpoint, confirmed_seq, \
-                resume_reason, resume_budget, pending_guidance \
-         FROM tasks WHERE task_id = $1 FOR UPDATE",
-    )
-    .bind(task_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    // A transaction dropped unfinished would keep the row locked until its connection is
-    // used again: whoever looks at the task next (the outbox, with SKIP LOCKED) would miss it.
-    let Some((current, expired, checkpoint, confirmed_seq, resume_reason, resume_budget, guidance)) =
-        row
-    else {
-        tx.rollback().await?;
-        return Ok(Claim::Missing);
-    };
-    let guidance: Vec<String> = guidance
-        .and_then(|g| serde_json::from_value(g).ok())
-        .unwrap_or_default();
-    let claim = match current.as_str() {
-        // A task a `resume` freed from `waiting`: it continues from its checkpoint.
-        status::PENDING if checkpoint.is_some() => Claim::Resume(ResumePoint {
-            checkpoint,
-            confirmed_seq,
-            resumed: Some((resume_reason.unwrap_or_default(), resume_budget)),
-            guidance,
-        }),
-        status::PENDING => Claim::Fresh,
-        // Our own live lease means this process runs it already: busy, like any holder.
-        status::RUNNING if expired => Claim::Resume(ResumePoint {
-            checkpoint,
-            confirmed_seq,
-            resumed: None,
-            guidance,
-        }),
-        status::RUNNING => Claim::Busy,
-        _ => Claim::Ended(current),
-    };
-    if matches!(claim, Claim::Busy | Claim::Ended(_)) {
-        tx.rollback().await?;
-        return Ok(claim);
-    }
-    sqlx::query(
-        "UPDATE tasks SET status = 'running', started_at = COALESCE(started_at, now()), \
-                lease_owner = $2, lease_until = now() + make_interval(secs => $3), \
-                updated_at = now(), resume_reason = NULL, resume_budget = NULL, \
-                pending_guidance = NULL \
-         WHERE task_id = $1",
-    )
-    .bind(task_id)
-    .bind(owner)
-    .bind(lease_secs)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(claim)
 }
 
 /// Renews the lease. Returns false when `owner` no longer holds the task.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::events::Outbound;
+use crate::outbox::events::Outbound;
 use crate::store::{
     self,
     step::{Step, StepWrite},

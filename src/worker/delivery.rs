@@ -8,18 +8,20 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::conversations::{self, Admission};
 use super::deps::WorkerDeps;
-use super::events::EventLog;
-use super::intake::{Rejection, TaskSpec, parse_task};
-use super::interrupt::Stops;
-use super::running::RunningTasks;
 use super::task_run::{RunEnd, Taken, TaskRun};
-use super::{outbox, unheld};
 use crate::contract::events::{EventData, ResumeReason, TaskResumed, TaskStarted};
+use crate::contract::intake::{Rejection, TaskSpec, parse_task};
 use crate::core::budget::Budget;
 use crate::core::machine::{Machine, TaskInfo};
 use crate::core::storable;
+use crate::lifecycle::admission::{self, Admitted};
+use crate::lifecycle::conversations::{self, Admission};
+use crate::lifecycle::interrupt::Stops;
+use crate::lifecycle::running::RunningTasks;
+use crate::lifecycle::{control, delegation, unheld};
+use crate::outbox;
+use crate::outbox::events::EventLog;
 use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{Claim, NewTask, ResumePoint};
 use crate::store::{self, agents::Agent};
@@ -84,13 +86,13 @@ pub async fn handle(
     shutdown: &CancellationToken,
 ) -> Handled {
     let spec = match parse_task(body, content_type, deps.max_message_bytes) {
-        Ok(spec) => TaskSpec { reply, ..spec },
+        Ok(spec) => spec,
         Err(rejection) => return reject(deps, rejection, reply.as_ref()).await,
     };
     let mut delays = store::transient::delays();
     loop {
         let span = tracing::info_span!("task", task_id = %spec.task_id);
-        let err = match run(deps, running, &spec, arrival, shutdown)
+        let err = match run(deps, running, &spec, (reply.as_ref(), arrival), shutdown)
             .instrument(span)
             .await
         {
@@ -102,7 +104,9 @@ pub async fn handle(
         // the next delivery takes it up at once and, once the broker dead-letters a message
         // that keeps failing (delivery limit), the deaths consumer ends the task instead of
         // taking it for one a live worker runs.
-        let _ = store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await;
+        let _ =
+            store::tasks::release_lease(&deps.fleet.pool, spec.task_id, deps.fleet.worker_id, 0)
+                .await;
         // A database outage is waited out here rather than by requeueing, which would spend
         // the message's deliveries (x-delivery-limit) on an outage.
         if !store::transient::is_transient(&err) || shutdown.is_cancelled() {
@@ -120,65 +124,79 @@ async fn run(
     deps: &WorkerDeps,
     running: &RunningTasks,
     spec: &TaskSpec,
-    arrival: Arrival,
+    (reply, arrival): (Option<&ReplyRoute>, Arrival),
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Handled> {
     // The agent is read, and a new task recorded and taken, in one statement; a task
     // whose row existed is claimed.
     let new_row = NewTask {
         received_at: Some(arrival.at),
-        ..new_task(spec)
+        ..new_task(spec, reply)
     };
-    let (owner, lease) = (deps.worker_id, deps.lease_secs);
+    let (owner, lease) = (deps.fleet.worker_id, deps.lease_secs);
     let budget = spec.budget.as_ref();
     // The version is chosen once (CONTRACT §11): a row pinned already keeps its own.
-    let chosen =
-        store::versions::choose_for_task(&deps.pool, spec.agent_id, spec.task_id, &spec.requested)
-            .await?;
+    let chosen = store::versions::choose_for_task(
+        &deps.fleet.pool,
+        spec.agent_id,
+        spec.task_id,
+        &spec.requested,
+    )
+    .await?;
     let version = match chosen {
         // None: no such agent; the lookup below finds none and rejects the task as unknown.
         Ok(version) => version,
         Err(unknown) => {
-            let rejection = Rejection {
-                reason: storable::owned(unknown.to_string()),
-                task_id: Some(spec.task_id),
-                agent_id: Some(spec.agent_id),
-                input: Some(spec.input.clone()),
-                conversation_id: spec.conversation_id,
-            };
-            return Ok(reject(deps, rejection, spec.reply.as_ref()).await);
+            let rejection = rejected(spec, unknown.to_string());
+            return Ok(reject(deps, rejection, reply).await);
         }
     };
     let pinned = (spec.agent_id, version);
-    let intake = store::tasks::take_at(&deps.pool, &new_row, pinned, owner, lease, budget).await?;
+    let intake =
+        store::tasks::take_at(&deps.fleet.pool, &new_row, pinned, owner, lease, budget).await?;
     if !intake.as_ref().is_some_and(|intake| intake.inserted)
-        && let Some(reason) = super::known_id::mismatch(&deps.pool, spec).await?
+        && let Some(reason) = super::known_id::mismatch(&deps.fleet.pool, spec, reply).await?
     {
         // Not this task's message: the stored task is left as it is (not rejected).
         tracing::warn!(task_id = %spec.task_id, %reason, "task message refused");
         return Ok(Handled::Rejected(reason));
     }
-    let Some(store::tasks::Intake { agent, inserted }) = intake else {
-        let rejection = Rejection {
-            reason: format!("unknown agent_id {}", spec.agent_id),
-            task_id: Some(spec.task_id),
-            agent_id: Some(spec.agent_id),
-            input: Some(spec.input.clone()),
-            conversation_id: spec.conversation_id,
-        };
-        return Ok(reject(deps, rejection, spec.reply.as_ref()).await);
+    let Some(store::tasks::Intake {
+        agent,
+        inserted,
+        limited,
+        row_tenant,
+    }) = intake
+    else {
+        let reason = format!("unknown agent_id {}", spec.agent_id);
+        return Ok(reject(deps, rejected(spec, reason), reply).await);
     };
-    if !inserted && let Some(route) = &spec.reply {
+    // A task runs in its agent's tenant (CONTRACT v3 §15); one recorded or sent for another
+    // is rejected (a new one was not recorded: `take_at` checks the same).
+    let named = row_tenant.as_deref().or(spec.tenant_id.as_deref());
+    if let Err(reason) = crate::core::tenancy::task_tenant(named, &agent.tenant_id) {
+        return Ok(reject(deps, rejected(spec, reason), reply).await);
+    }
+    // A limited tenant's slot this task may hold, given back when it stops running here.
+    let slot = limited.then(|| agent.tenant_id.clone());
+    if !inserted && let Some(route) = reply {
         // The row existed (a producer recorded it, a cancel ended it, or a redelivery):
         // the reply still goes where this message asks.
-        store::replies::record_route(&deps.pool, spec.task_id, route).await?;
+        store::replies::record_route(&deps.fleet.pool, spec.task_id, route).await?;
     }
     if inserted && let Err(reason) = budget_of(deps, spec, &agent) {
         return Ok(reject_taken(deps, spec, reason).await);
     }
-    let start = match inserted {
-        true => Some(Start::Fresh { last_seq: 0 }),
-        false => take(deps, spec, shutdown).await?,
+    let start = match (inserted, limited) {
+        (true, false) => Some(Start::Fresh { last_seq: 0 }),
+        // Recorded held by its tenant's limit (CONTRACT v3 §15): admission decides.
+        (true, true) => {
+            match admission::admit(&deps.fleet, spec.task_id, &agent.tenant_id).await? {
+                Admitted::Held => return Ok(Handled::Finished),
+                Admitted::Run | Admitted::Gone => take(deps, spec, shutdown).await?,
+            }
+        }
+        (false, _) => take(deps, spec, shutdown).await?,
     };
     let start = match start {
         Some(start) => start,
@@ -195,15 +213,20 @@ async fn run(
         conversation_id: spec.conversation_id,
         settle,
     };
-    match conversations::admit(deps, turn, &agent, shutdown).await? {
+    match conversations::admit(&deps.fleet, turn, &agent, shutdown).await? {
         Admission::Run => {}
-        Admission::Parked => return Ok(Handled::Finished),
+        Admission::Parked => {
+            admission::give_back(&deps.fleet, slot.as_deref()).await;
+            return Ok(Handled::Finished);
+        }
         Admission::Released => {
             // Stopping during the settle wait: nothing ran, nothing was published.
-            store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, 0).await?;
+            store::tasks::release_lease(&deps.fleet.pool, spec.task_id, deps.fleet.worker_id, 0)
+                .await?;
             return Ok(Handled::Released);
         }
         Admission::Rejected(_) => {
+            admission::give_back(&deps.fleet, slot.as_deref()).await;
             deps.replies.ended(spec.task_id);
             return Ok(Handled::Finished);
         }
@@ -221,22 +244,30 @@ async fn run(
     let end = task_run.drive().await;
     heartbeat.cancel();
     running.remove(spec.task_id);
+    if matches!(end, Ok(RunEnd::Finished(_) | RunEnd::Waiting)) {
+        admission::give_back(&deps.fleet, slot.as_deref()).await;
+    }
     match end? {
         RunEnd::Finished(_) => {
             deps.replies.ended(spec.task_id);
-            conversations::turn_ended(deps, spec.conversation_id).await;
-            super::delegation::task_ended(deps, spec.task_id).await;
+            conversations::turn_ended(&deps.fleet, spec.conversation_id).await;
+            delegation::task_ended(&deps.fleet, spec.task_id).await;
             Ok(Handled::Finished)
         }
         RunEnd::Waiting => {
-            super::control::apply_late(deps, running, spec.task_id, &stops).await;
+            control::apply_late(&deps.fleet, running, spec.task_id, &stops).await;
             Ok(Handled::Finished)
         }
         RunEnd::Released => {
             let confirmed = task_run.confirmed.get();
-            store::tasks::release_lease(&deps.pool, spec.task_id, deps.worker_id, confirmed)
-                .await?;
-            super::control::apply_late(deps, running, spec.task_id, &stops).await;
+            store::tasks::release_lease(
+                &deps.fleet.pool,
+                spec.task_id,
+                deps.fleet.worker_id,
+                confirmed,
+            )
+            .await?;
+            control::apply_late(&deps.fleet, running, spec.task_id, &stops).await;
             Ok(Handled::Released)
         }
     }
@@ -261,12 +292,17 @@ async fn take(
 ) -> anyhow::Result<Option<Start>> {
     let poll = Duration::from_secs_f64((deps.lease_secs / 4.0).clamp(0.05, 5.0));
     loop {
-        let claim =
-            store::tasks::claim(&deps.pool, spec.task_id, deps.worker_id, deps.lease_secs).await?;
+        let claim = store::tasks::claim(
+            &deps.fleet.pool,
+            spec.task_id,
+            deps.fleet.worker_id,
+            deps.lease_secs,
+        )
+        .await?;
         match claim {
             Claim::Fresh => {
                 // A turn freed by its conversation has stored `task.waiting` already.
-                let mut conn = deps.pool.acquire().await?;
+                let mut conn = deps.fleet.pool.acquire().await?;
                 let last_seq = store::events::last_seq(&mut conn, spec.task_id).await?;
                 return Ok(Some(Start::Fresh { last_seq }));
             }
@@ -275,17 +311,26 @@ async fn take(
                 tracing::info!(task_id = %spec.task_id, ?claim, "duplicate task message acknowledged");
                 // A cancel that came first left a tombstone: it found its task, which is
                 // kept from now on like any cancelled one (store::steering).
-                let (pool, input) = (&deps.pool, spec.input.as_str());
+                let (pool, input) = (&deps.fleet.pool, spec.input.as_str());
                 store::steering::adopt_tombstone(pool, spec.task_id, spec.agent_id, input).await?;
                 // Its runner may have died before its last events were confirmed.
-                let (publisher, exchange) = (&deps.publisher, &deps.names.events_exchange);
-                outbox::flush_ended(&deps.pool, publisher, exchange, spec.task_id).await?;
+                let (publisher, exchange) =
+                    (&deps.fleet.publisher, &deps.fleet.names.events_exchange);
+                outbox::flush_ended(&deps.fleet.pool, publisher, exchange, spec.task_id).await?;
                 deps.replies.ended(spec.task_id);
                 return Ok(None);
             }
             Claim::Missing => {
                 tracing::info!(task_id = %spec.task_id, "task row gone; message acknowledged");
                 return Ok(None);
+            }
+            // Its tenant is held to max_running (CONTRACT v3 §15): admission gives it a
+            // slot (then it is claimed) or holds it (its message is acknowledged).
+            Claim::Gated { tenant_id } => {
+                match admission::admit(&deps.fleet, spec.task_id, &tenant_id).await? {
+                    Admitted::Held => return Ok(None),
+                    Admitted::Run | Admitted::Gone => {}
+                }
             }
             Claim::Busy => {
                 tracing::debug!(task_id = %spec.task_id, "task held by another worker; waiting");
@@ -298,7 +343,19 @@ async fn take(
     }
 }
 
-fn new_task(spec: &TaskSpec) -> NewTask<'_> {
+/// The rejection of a message that was read: its fields and `reason`.
+fn rejected(spec: &TaskSpec, reason: String) -> Rejection {
+    Rejection {
+        reason: storable::owned(reason),
+        task_id: Some(spec.task_id),
+        agent_id: Some(spec.agent_id),
+        input: Some(spec.input.clone()),
+        conversation_id: spec.conversation_id,
+        tenant_id: spec.tenant_id.as_deref().map(Box::from),
+    }
+}
+
+fn new_task<'a>(spec: &'a TaskSpec, reply: Option<&'a ReplyRoute>) -> NewTask<'a> {
     NewTask {
         task_id: spec.task_id,
         agent_id: Some(spec.agent_id),
@@ -306,8 +363,10 @@ fn new_task(spec: &TaskSpec) -> NewTask<'_> {
         input: Some(&spec.input),
         constraints: &spec.constraints,
         stream: spec.stream,
-        reply: spec.reply.as_ref(),
+        reply,
         received_at: None,
+        tenant_id: spec.tenant_id.as_deref(),
+        priority: spec.priority,
     }
 }
 
@@ -319,7 +378,7 @@ async fn task_info(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> sqlx::R
     let conversation = match spec.conversation_id {
         Some(conversation_id) => {
             store::tasks::conversation_turns(
-                &deps.pool,
+                &deps.fleet.pool,
                 conversation_id,
                 spec.task_id,
                 agent.agent_id,
@@ -358,7 +417,8 @@ fn budget_of(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> Result<Option
     let budget = match (&spec.budget, &agent.budget) {
         (Some(budget), _) => budget.clone(),
         (None, None) => return Ok(None),
-        (None, Some(stored)) => match super::intake::parse_budget(Some(stored.0.clone())) {
+        (None, Some(stored)) => match crate::contract::intake::parse_budget(Some(stored.0.clone()))
+        {
             Ok(Some(budget)) => budget,
             Ok(None) => return Ok(None),
             Err(problem) => return Err(format!("the agent's {problem}")),
@@ -375,7 +435,7 @@ fn budget_of(deps: &WorkerDeps, spec: &TaskSpec, agent: &Agent) -> Result<Option
 /// kept): nothing ran, so `task.failed` (reason rejected) is its only event.
 async fn reject_taken(deps: &WorkerDeps, spec: &TaskSpec, reason: String) -> Handled {
     tracing::warn!(task_id = %spec.task_id, %reason, "task message rejected");
-    let ended = unheld::reject_taken(deps, spec.task_id, Some(spec.agent_id), &reason).await;
+    let ended = unheld::reject_taken(&deps.fleet, spec.task_id, Some(spec.agent_id), &reason).await;
     if let Err(err) = ended {
         tracing::error!(task_id = %spec.task_id, error = %format!("{err:#}"),
             "could not record the rejection");
@@ -414,7 +474,8 @@ async fn resume(
     agent: &Agent,
     point: ResumePoint,
 ) -> anyhow::Result<Taken> {
-    let last_seq = store::events::last_seq(&mut *deps.pool.acquire().await?, spec.task_id).await?;
+    let last_seq =
+        store::events::last_seq(&mut *deps.fleet.pool.acquire().await?, spec.task_id).await?;
     if last_seq == 0 {
         // Nothing published yet: a fork (its machine rebuilt by whoever created it, CONTRACT
         // §10) starts from its checkpoint with `task.started`; anything else from nothing.
@@ -438,13 +499,13 @@ async fn resume(
     };
     tracing::info!(task_id = %spec.task_id, iteration = machine.iteration(), "resuming task");
     let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), last_seq);
-    log.restore(outbox::unconfirmed(&deps.pool, spec.task_id, point.confirmed_seq).await?);
+    log.restore(outbox::unconfirmed(&deps.fleet.pool, spec.task_id, point.confirmed_seq).await?);
     let mut machine = machine;
     let reason = match &point.resumed {
         None => ResumeReason::Recovered,
         Some((why, budget)) => {
             if let Some(budget) = budget {
-                match super::intake::parse_budget(Some(budget.clone())) {
+                match crate::contract::intake::parse_budget(Some(budget.clone())) {
                     Ok(Some(budget)) => machine.replace_budget(budget),
                     Ok(None) => {}
                     Err(problem) => tracing::warn!(%problem, "resume budget ignored"),
@@ -485,7 +546,11 @@ fn spawn_heartbeat(
     release: CancellationToken,
 ) -> CancellationToken {
     let stop = CancellationToken::new();
-    let (pool, owner, secs) = (deps.pool.clone(), deps.worker_id, deps.lease_secs);
+    let (pool, owner, secs) = (
+        deps.fleet.pool.clone(),
+        deps.fleet.worker_id,
+        deps.lease_secs,
+    );
     let stop_heartbeat = stop.clone();
     tokio::spawn(async move {
         let period = Duration::from_secs_f64((secs / 3.0).max(0.1));
@@ -512,7 +577,7 @@ fn spawn_heartbeat(
 /// producer gets the reply it asked for.
 async fn reject(deps: &WorkerDeps, rejection: Rejection, reply: Option<&ReplyRoute>) -> Handled {
     tracing::warn!(task_id = ?rejection.task_id, reason = %rejection.reason, "task message rejected");
-    if let Err(err) = unheld::reject(deps, &rejection, reply).await {
+    if let Err(err) = unheld::reject(&deps.fleet, &rejection, reply).await {
         tracing::error!(task_id = ?rejection.task_id, error = %format!("{err:#}"),
             "could not record the rejection");
     }

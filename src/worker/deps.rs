@@ -5,33 +5,27 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::PgPool;
-use uuid::Uuid;
-
 use super::committer::Committer;
-use super::outbox::ConfirmedMarks;
-use super::replies::Replies;
-use crate::amqp::Publisher;
-use crate::config::AmqpSettings;
 use crate::core::budget::Price;
 use crate::core::limits::Limits;
 use crate::core::prompt::PromptTemplate;
 use crate::core::retry::RetryPolicy;
+use crate::lifecycle::Fleet;
+use crate::outbox::ConfirmedMarks;
+use crate::outbox::replies::Replies;
 use crate::ports::Llm;
 use crate::tools::ToolRegistry;
 
 /// Shared dependencies of every task run.
 #[derive(Clone)]
 pub struct WorkerDeps {
-    pub pool: PgPool,
-    pub publisher: Publisher,
+    /// The database, the broker, the topology's names, this worker's id and the control
+    /// keys: what a task's life between runs needs too (`lifecycle`).
+    pub fleet: Fleet,
     pub llm: Arc<dyn Llm>,
     pub tools: Arc<ToolRegistry>,
     pub template: Arc<PromptTemplate>,
     pub retry: RetryPolicy,
-    pub names: AmqpSettings,
-    /// This worker process's identity in task leases.
-    pub worker_id: Uuid,
     /// How long a lease lasts without renewal, in seconds.
     pub lease_secs: f64,
     /// worker.max_message_bytes.
@@ -62,8 +56,6 @@ pub struct WorkerDeps {
     /// recursion keeps.
     pub max_delta_bytes: usize,
     pub max_delta_events: usize,
-    /// `[control]`: the keys control messages are signed with (CONTRACT v3 §15).
-    pub control: Arc<crate::config::ControlSettings>,
     /// `llm.record` and the compiled `llm.record_redact` (CONTRACT §12).
     pub record: crate::core::call_record::RecordMode,
     pub redactor: Arc<crate::core::call_record::Redactor>,

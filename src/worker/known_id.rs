@@ -8,17 +8,20 @@
 
 use uuid::Uuid;
 
-use super::intake::TaskSpec;
+use crate::contract::intake::TaskSpec;
 use crate::core::bounded;
 use crate::store::replies::ReplyRoute;
 use crate::store::tasks::{self, Origin};
 
-/// Why the message cannot be the stored task's message, `None` when it may be (or no row
-/// exists).
-pub async fn mismatch(pool: &sqlx::PgPool, spec: &TaskSpec) -> sqlx::Result<Option<String>> {
+/// Why the message (`spec`, with the reply route of its properties) cannot be the stored
+/// task's message, `None` when it may be (or no row exists).
+pub async fn mismatch(
+    pool: &sqlx::PgPool,
+    spec: &TaskSpec,
+    reply: Option<&ReplyRoute>,
+) -> sqlx::Result<Option<String>> {
     let stored = tasks::origin(pool, spec.task_id).await?;
-    Ok(stored
-        .and_then(|stored| conflict(&stored, spec.task_id, spec.agent_id, spec.reply.as_ref())))
+    Ok(stored.and_then(|stored| conflict(&stored, spec.task_id, spec.agent_id, reply)))
 }
 
 /// The rule. A row without an agent (a cancel recorded before the message was read) takes

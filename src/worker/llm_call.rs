@@ -16,15 +16,16 @@ use tokio::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::interrupt::Interrupt;
 use super::llm_deltas::DeltaBudget;
 use super::task_run::TaskRun;
 use crate::contract::events::{EventData, LlmRetry};
 use crate::core::machine::LlmCall;
 use crate::core::rate_limit::{RateLimit, estimate_tokens, limit_for};
+use crate::core::request_key::request_key;
 use crate::core::retry::{ErrorClass, RetryDecision};
 use crate::core::storable;
 use crate::core::types::LlmReply;
+use crate::lifecycle::interrupt::Interrupt;
 use crate::ports::{LlmError, LlmRequest};
 use crate::store::trace::LlmCallRow;
 
@@ -161,7 +162,7 @@ impl TaskRun<'_> {
         // From wanting a slot to having one: every nap and every look at the bucket.
         let started = std::time::Instant::now();
         loop {
-            match crate::store::rate_limit::try_take(&self.deps.pool, &limit, tokens).await? {
+            match crate::store::rate_limit::try_take(&self.deps.fleet.pool, &limit, tokens).await? {
                 Ok(id) => {
                     let waited = started.elapsed();
                     crate::metrics::observe_llm_throttled(limit.bucket(), waited);
@@ -185,7 +186,7 @@ impl TaskRun<'_> {
         (limit, id): (RateLimit, i64),
         result: &Result<LlmReply, crate::ports::LlmError>,
     ) {
-        let pool = &self.deps.pool;
+        let pool = &self.deps.fleet.pool;
         let settled = match result {
             Ok(reply) => {
                 let usage = reply.usage;
@@ -252,7 +253,9 @@ impl TaskRun<'_> {
                     }
                     self.publish_delta(call, attempt, deltas).await?;
                     return Ok(exchange.map(|exchange| {
-                        self.keep_record(call, &exchange.sent, exchange.response);
+                        let mode = (self.deps.record, &*self.deps.redactor);
+                        let key = || request_key(&self.model, &call.messages, &self.tool_specs);
+                        self.recording.keep(mode, key, &exchange.sent, exchange.response);
                         exchange.result
                     }));
                 }

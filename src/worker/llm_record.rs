@@ -10,10 +10,8 @@ use std::collections::HashSet;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::task_run::TaskRun;
-use crate::core::call_record::{stored_part, stored_response};
-use crate::core::machine::LlmCall;
-use crate::core::request_key::{request_key, sha256_hex};
+use crate::core::call_record::{RecordMode, Redactor, stored_part, stored_response};
+use crate::core::request_key::sha256_hex;
 use crate::ports::BodyPart;
 use crate::store::llm_record::CallRecord;
 
@@ -33,37 +31,40 @@ impl Recording {
     }
 }
 
-impl TaskRun<'_> {
-    /// Keeps the record of the attempt that `sent` the body and got `response`.
-    pub(super) fn keep_record(
+/// How an attempt is recorded: `llm.record` and the compiled `llm.record_redact`.
+pub(super) type Mode<'a> = (RecordMode, &'a Redactor);
+
+impl Recording {
+    /// Keeps the record of the attempt that `sent` the body and got `response`. `key` makes
+    /// the canonical request key (CONTRACT §12) of the request, when one is recorded.
+    pub(super) fn keep(
         &mut self,
-        call: &LlmCall,
+        (mode, redactor): Mode<'_>,
+        key: impl FnOnce() -> String,
         sent: &[BodyPart],
         response: Option<Value>,
     ) {
-        let mode = self.deps.record;
-        self.recording.pending = None;
+        self.pending = None;
         if !mode.hashes() || sent.is_empty() {
             return;
         }
         let mut record = CallRecord {
             request_sha256: sha256_hex(sent.iter().map(|part| &part.bytes[..])),
-            request_key: request_key(&self.model, &call.messages, &self.tool_specs),
+            request_key: key(),
             ..CallRecord::default()
         };
         if mode.bodies() {
-            let redactor = &self.deps.redactor;
             let mut ids = Vec::with_capacity(sent.len());
             for part in sent {
                 let stored = stored_part(&part.bytes, part.text.clone(), redactor);
                 ids.push(stored.id);
-                if self.recording.stored.insert(stored.id) {
+                if self.stored.insert(stored.id) {
                     record.new_parts.push(stored);
                 }
             }
             record.parts = Some(ids);
             record.response = response.map(|r| stored_response(r, redactor).to_string());
         }
-        self.recording.pending = Some(Box::new(record));
+        self.pending = Some(Box::new(record));
     }
 }

@@ -1,35 +1,30 @@
-//! The async driver: consumes `agentd.tasks`, runs each task through the core machine via
-//! the ports, persists and publishes as it goes, and acknowledges, requeues or dead-letters
-//! each message by rule. `run(settings, shutdown)` is the whole worker; tests pass their own
-//! shutdown token.
+//! The worker process and the run of a task. `run(settings, shutdown)` is the whole worker
+//! (tests pass their own shutdown token): it connects (`deps`), starts the sidecars
+//! (`sidecars`: metrics, retention) and the loops of `lifecycle`, and consumes
+//! `agentd.tasks`, handing each delivery to the run and settling it with the broker by
+//! rule (ack, requeue or dead-letter: [`disposition`]).
+//!
+//! The run, from a delivery to its ack: `delivery` (parse with `contract::intake`, record
+//! and claim, `known_id`), `drive` (the loop around the core machine) over `task_run` (the
+//! run's state and its step commits), the phases `llm_call` (`llm_deltas`, `llm_record`)
+//! and `tool_calls` (`tool_plan`, `unknown`), `step_commit` with `committer` (group
+//! commit), and `unstored` (a step PostgreSQL refused for good). Events go out through
+//! `outbox`; a task that waits or ends is handed to `lifecycle`.
 
-pub mod approvals;
 pub mod deps;
-pub mod events;
-pub mod intake;
-pub mod interrupt;
-pub mod outbox;
-pub mod resolutions;
+pub mod sidecars;
 
 mod committer;
-mod control;
-mod conversations;
-mod deaths;
-mod delegation;
 mod delivery;
+mod drive;
 mod known_id;
 mod llm_call;
 mod llm_deltas;
 mod llm_record;
-mod reconcile;
-mod replies;
-mod running;
 mod step_commit;
-mod sweep;
 mod task_run;
 mod tool_calls;
 mod tool_plan;
-pub mod unheld;
 mod unknown;
 mod unstored;
 
@@ -50,12 +45,14 @@ use crate::amqp;
 use crate::amqp::subscriber::Next;
 use crate::config::Settings;
 use crate::core::prompt::PromptTemplate;
-use crate::llm::OpenAiClient;
+use crate::lifecycle::running::RunningTasks;
+use crate::lifecycle::{self, Fleet};
+use crate::llm::{LlmSettings, OpenAiClient};
+use crate::outbox;
 use crate::store::replies::ReplyRoute;
 use crate::tools::ToolRegistry;
 pub use delivery::{Disposition, Handled, disposition};
 pub use deps::WorkerDeps;
-pub use running::RunningTasks;
 
 /// Builds the worker's dependencies from settings: database (created and migrated), broker
 /// (topology declared), LLM client, tools and prompt.
@@ -64,10 +61,10 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
     let template = PromptTemplate::new(template_text).context("invalid prompt template")?;
     let pool = crate::store::prepare(&settings.database.url, settings.pool_size()).await?;
     let publisher = amqp::connect_declared(settings).await?;
-    let llm = OpenAiClient::new(&settings.llm.client_settings())?;
+    let llm = OpenAiClient::new(&LlmSettings::from(&settings.llm))?;
     let marks = outbox::ConfirmedMarks::start(pool.clone());
     let committer = committer::Committer::start(pool.clone());
-    let replies = replies::Replies::start(pool.clone(), publisher.clone());
+    let replies = outbox::replies::Replies::start(pool.clone(), publisher.clone());
     let priced: Vec<String> = settings.prices.keys().cloned().collect();
     let buckets: Vec<String> = settings
         .llm
@@ -76,15 +73,19 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         .map(|l| l.bucket().to_owned())
         .collect();
     crate::metrics::register_llm(&priced, &buckets);
-    Ok(WorkerDeps {
+    let fleet = Fleet {
         pool,
         publisher,
+        names: settings.amqp.clone(),
+        worker_id: Uuid::now_v7(),
+        control: Arc::new(settings.control.clone()),
+    };
+    Ok(WorkerDeps {
+        fleet,
         llm: Arc::new(llm),
         tools: Arc::new(ToolRegistry::from_settings(&settings.tools).await?),
         template: Arc::new(template),
         retry: settings.llm.retry.clone(),
-        names: settings.amqp.clone(),
-        worker_id: Uuid::now_v7(),
         lease_secs: settings.worker.lease_secs,
         max_message_bytes: settings.worker.max_message_bytes,
         tool_concurrency: settings.worker.tool_concurrency.max(1),
@@ -100,7 +101,6 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<WorkerDeps> {
         telemetry: crate::otel::Telemetry::disabled(),
         max_delta_bytes: settings.llm.max_delta_bytes,
         max_delta_events: settings.llm.max_delta_events,
-        control: Arc::new(settings.control.clone()),
         record: settings.llm.record,
         redactor: Arc::new(crate::core::call_record::Redactor::new(
             &settings.llm.record_redact,
@@ -114,8 +114,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let (telemetry, exporter) = crate::otel::Telemetry::start(&settings.otel)?;
     let mut deps = connect(&settings).await?;
     deps.telemetry = telemetry;
-    let _sidecars = crate::ops::start(&settings, &deps, &shutdown).await?;
-    let publisher = deps.publisher.clone();
+    let _sidecars = sidecars::start(&settings, &deps, &shutdown).await?;
+    let publisher = deps.fleet.publisher.clone();
     let broker = Arc::clone(publisher.broker());
     serve(deps, &settings, shutdown).await;
     if let Some(exporter) = exporter {
@@ -138,77 +138,22 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
 /// way out waits without a bound.
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
-/// The loops a worker runs beside its consumer: control messages, dead letters, the
-/// reconciler, the outbox sweep, the conversation and delegation sweeps, the scheduler and
-/// the approval expiry pass.
-fn spawn_sidecars(
-    deps: &Arc<WorkerDeps>,
-    settings: &Settings,
-    running: &RunningTasks,
-    shutdown: &CancellationToken,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut loops = control::spawn(Arc::clone(deps), running.clone(), shutdown.clone());
-    loops.push(deaths::spawn(
-        Arc::clone(deps),
-        settings.worker.max_deliveries,
-        shutdown.clone(),
-    ));
-    loops.push(reconcile::spawn(
-        deps.pool.clone(),
-        deps.publisher.clone(),
-        deps.names.tasks_queue.clone(),
-        Duration::from_secs_f64(settings.worker.orphan_after_secs),
-        shutdown.clone(),
-    ));
-    loops.push(tokio::spawn(outbox::sweep_loop(
-        deps.pool.clone(),
-        deps.publisher.clone(),
-        deps.names.events_exchange.clone(),
-        shutdown.clone(),
-    )));
-    loops.push(conversations::spawn_sweep(
-        deps.pool.clone(),
-        deps.publisher.clone(),
-        deps.names.tasks_queue.clone(),
-        shutdown.clone(),
-    ));
-    loops.push(delegation::spawn_sweep(
-        deps.pool.clone(),
-        deps.publisher.clone(),
-        deps.names.tasks_queue.clone(),
-        shutdown.clone(),
-    ));
-    loops.push(crate::scheduler::spawn(
-        settings,
-        deps.publisher.clone(),
-        deps.worker_id,
-        shutdown.clone(),
-    ));
-    loops.push(control::spawn_tombstone_sweep(
-        deps.pool.clone(),
-        settings.control.tombstone_secs,
-        shutdown.clone(),
-    ));
-    loops.push(approvals::spawn_expiry(
-        deps.pool.clone(),
-        deps.publisher.clone(),
-        deps.names.events_exchange.clone(),
-        deps.names.tasks_queue.clone(),
-        shutdown.clone(),
-    ));
-    loops
-}
-
 /// The consume loop. A lost channel or connection is reopened with backoff while in-flight
 /// tasks go on; their deliveries come back and are settled by rule (see `delivery`).
 pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: CancellationToken) {
     let running = RunningTasks::default();
-    let broker = Arc::clone(deps.publisher.broker());
+    let broker = Arc::clone(deps.fleet.publisher.broker());
     let tracker = TaskTracker::new();
     let deps = Arc::new(deps);
-    control::drain_pending(&deps, &running).await;
-    let sidecars = spawn_sidecars(&deps, settings, &running, &shutdown);
-    tracing::info!(worker_id = %deps.worker_id, queue = %settings.amqp.tasks_queue,
+    lifecycle::control::drain_pending(&deps.fleet, &running).await;
+    let mut loops = lifecycle::spawn(&deps.fleet, settings, &running, &shutdown);
+    loops.push(crate::scheduler::spawn(
+        settings,
+        deps.fleet.publisher.clone(),
+        deps.fleet.worker_id,
+        shutdown.clone(),
+    ));
+    tracing::info!(worker_id = %deps.fleet.worker_id, queue = %settings.amqp.tasks_queue,
         concurrency = settings.worker.concurrency, "worker started");
     // Kept open until the in-flight tasks are settled: their acknowledgements go through it.
     let mut consumer_channel = None;
@@ -237,7 +182,7 @@ pub async fn serve(deps: WorkerDeps, settings: &Settings, shutdown: Cancellation
             tracing::warn!("tasks still stopping; leaving them to their leases");
         }
     }
-    let stopping = futures::future::join_all(sidecars);
+    let stopping = futures::future::join_all(loops);
     if tokio::time::timeout(STOP_WAIT, stopping).await.is_err() {
         tracing::warn!("background loops still stopping; exiting anyway");
     }
@@ -315,8 +260,9 @@ async fn process(
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
         Disposition::Requeue => delivery.acker.nack(requeue).await,
         Disposition::DeadLetter(reason) => {
-            let names = &deps.names;
+            let names = &deps.fleet.names;
             let dead = deps
+                .fleet
                 .publisher
                 .dead_letter(
                     &names.dead_letter_queue,

@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use super::committer::Committer;
 use super::deps::WorkerDeps;
-use super::events::{Encoded, Outbound};
+use crate::outbox::events::{Encoded, Outbound};
 use crate::store::{
     self,
     step::{StepRefused, StepWrite},
@@ -65,8 +65,8 @@ impl StepCommit {
         confirmed: Confirmed,
     ) -> Self {
         let committer = deps.committer.clone();
-        let publisher = deps.publisher.clone();
-        let exchange = deps.names.events_exchange.clone();
+        let publisher = deps.fleet.publisher.clone();
+        let exchange = deps.fleet.names.events_exchange.clone();
         let (written, on_written) = oneshot::channel();
         let done = tokio::spawn(
             async move {

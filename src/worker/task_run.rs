@@ -1,30 +1,26 @@
-//! Drives one claimed task through the core machine: asks the machine what to do next,
-//! does it through the ports, feeds the result back, and commits each step (trace rows,
-//! LLM attempts, checkpoint and events in one statement) before publishing its events.
-//! A step's commit runs beside the next LLM call ([`StepCommit`]); tools with effects wait
-//! until the step before them is committed (and their own calls are recorded in the
-//! ledger), and steps commit in order. A database outage pauses the task (the commit is
-//! retried) instead of failing it. A task resumed from a checkpoint continues where it was:
-//! between recursions, or with the tool calls of a recursion whose reply was committed.
+//! One task being run by this worker ([`TaskRun`]: its machine, event log and what is not
+//! committed yet), how a run and its tool phase end, and how its steps are committed: each
+//! step (trace rows, LLM attempts, checkpoint and events in one statement) before its
+//! events are published. A step's commit runs beside the next LLM call ([`StepCommit`]);
+//! tools with effects wait until the step before them is committed (and their own calls
+//! are recorded in the ledger), and steps commit in order. A database outage pauses the
+//! task (the commit is retried) instead of failing it. The loop that drives the run is
+//! `drive.rs`; its phases are `llm_call.rs`, `tool_calls.rs` (`unknown.rs`) and
+//! `unstored.rs`, each an `impl TaskRun` of its own.
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use tokio::time::Instant;
-use tracing::Instrument;
 use uuid::Uuid;
 
 use super::deps::WorkerDeps;
-use super::events::EventLog;
-use super::interrupt::{Interrupt, Stops};
-use super::llm_call::LlmEnd::{Done, TimedOut};
-use super::outbox::SWEEP_GRACE;
 use super::step_commit::{Confirmed, StepCommit};
-use super::tool_calls::ToolsEnd;
-use crate::contract::events::{EventData, InputInjected};
 use crate::core::approval::ApprovalPolicy;
-use crate::core::machine::{DomainEvent, Machine, Next, Outcome, RecursionRecord, WaitReason};
-use crate::core::types::ToolSpec;
+use crate::core::machine::{DomainEvent, Machine, Outcome, RecursionRecord, WaitReason};
+use crate::core::types::{ToolCallResult, ToolSpec};
+use crate::lifecycle::interrupt::{Interrupt, Stops};
+use crate::outbox::SWEEP_GRACE;
+use crate::outbox::events::EventLog;
 use crate::store::step::{Finish, Progress, StartedCall, StepWrite, ToolMeta, Totals};
 use crate::store::{agents::Agent, trace::LlmCallRow};
 
@@ -51,6 +47,24 @@ pub enum RunEnd {
     /// The task waits for someone (`waiting` is committed, its events published): its
     /// message is acknowledged, and a `resume` enqueues it again.
     Waiting,
+}
+
+/// How running a reply's tool calls ended.
+#[derive(Debug)]
+pub enum ToolsEnd {
+    /// Every call has its result, in call order.
+    Results(Vec<ToolCallResult>),
+    /// A cancel or a release stopped the run.
+    Interrupted(Interrupt),
+    /// Gated calls (these ids) wait for a decision: nothing ran; the caller commits the
+    /// task `waiting` with what was prepared.
+    AwaitingApproval(Vec<String>),
+    /// Delegate calls wait for their children: nothing ran; the caller commits the task
+    /// `waiting` and starts the children.
+    AwaitingChildren(Vec<crate::lifecycle::delegation::Pending>),
+    /// Calls whose outcome is unknown (these ids) are held for a person (`on_unknown` =
+    /// `hold`, CONTRACT §14): nothing ran; the caller commits the task `waiting`.
+    AwaitingResolution(Vec<String>),
 }
 
 /// One task being run by this worker.
@@ -87,9 +101,9 @@ pub struct TaskRun<'a> {
     /// How far the broker confirmed this task's events.
     pub(super) confirmed: Confirmed,
     /// The machine as it was before the open recursion began: what a resume restarts from.
-    checkpoint: Option<String>,
+    pub(super) checkpoint: Option<String>,
     /// The step being committed, if its commit has not been waited for yet.
-    in_flight: Option<StepCommit>,
+    pub(super) in_flight: Option<StepCommit>,
     /// What the task's OpenTelemetry spans say about it.
     span_task: crate::otel::TaskSpan,
 }
@@ -131,7 +145,7 @@ impl<'a> TaskRun<'a> {
         let mut tool_specs = deps.tools.shared_specs_for(granted.as_deref());
         if !delegates.is_empty() {
             let mut specs = tool_specs.to_vec();
-            specs.push(super::delegation::delegate_spec(&delegates));
+            specs.push(crate::lifecycle::delegation::delegate_spec(&delegates));
             tool_specs = specs.into();
         }
         Self {
@@ -165,160 +179,6 @@ impl<'a> TaskRun<'a> {
         self.machine.task().task_id
     }
 
-    /// Runs recursions until the task reaches an outcome or is interrupted. A step the
-    /// database refused for good ends the task `failed` (see [`super::unstored`]).
-    pub async fn drive(&mut self) -> anyhow::Result<RunEnd> {
-        let end = self.run().await;
-        if let Some(step) = self.in_flight.take() {
-            // An error ended the run with a step still committing: stop its outage retries
-            // and let it end before the task is handed back, so nothing writes behind us.
-            self.stops.release.cancel();
-            let _ = step.finish().await;
-        }
-        if let Err(err) = &end
-            && let Some(refused) = super::unstored::refusal(err)
-        {
-            return self.end_refused(refused).await;
-        }
-        end
-    }
-
-    async fn run(&mut self) -> anyhow::Result<RunEnd> {
-        // Fresh or between recursions: Continue; resumed with its tool calls pending:
-        // RunTools, whose ledger says which already ran.
-        let mut next = self.machine.resume(Utc::now(), &self.template);
-        let mut resumed_tools = matches!(next, Next::RunTools(_));
-        let mut deadline = Instant::now() + self.deps.recursion_timeout;
-        loop {
-            if let Some(interrupt) = self.stops.current() {
-                return self.interrupted(interrupt).await;
-            }
-            if matches!(next, Next::Continue) {
-                self.take_guidance();
-            }
-            next = match next {
-                Next::Continue if self.stops.pause.is_cancelled() => {
-                    // A pause stops the task before its next LLM call.
-                    self.machine.wait(WaitReason::Paused, Utc::now())
-                }
-                Next::Continue => {
-                    self.checkpoint = Some(serde_json::to_string(&self.machine)?);
-                    deadline = Instant::now() + self.deps.recursion_timeout;
-                    let trace_id = Uuid::now_v7();
-                    self.machine
-                        .begin_recursion(trace_id, Utc::now(), &self.template)
-                }
-                Next::CallLlm(call) => {
-                    // The commit of the step so far overlaps the LLM call.
-                    self.commit_step().await?;
-                    let span = tracing::info_span!(
-                        "recursion",
-                        trace_id = %call.trace_id,
-                        iteration = call.iteration
-                    );
-                    // A rate-limit wait moves the deadline on (see `llm_call`).
-                    match self.call_llm(&call, &mut deadline).instrument(span).await? {
-                        Ok(TimedOut) => self.recursion_timed_out("waiting for the LLM"),
-                        Ok(Done(Ok(reply))) => self.machine.on_llm_reply(&reply, Utc::now()),
-                        Ok(Done(Err(error))) => self.machine.on_llm_failure(&error, Utc::now()),
-                        Err(interrupt) => return self.interrupted(interrupt).await,
-                    }
-                }
-                Next::RunTools(calls) => {
-                    let span = tracing::info_span!(
-                        "recursion",
-                        trace_id = %self.machine.current_trace_id().unwrap_or_default(),
-                        iteration = self.machine.iteration()
-                    );
-                    let resumed = std::mem::take(&mut resumed_tools);
-                    let run = self.run_tools(&calls, deadline, resumed).instrument(span);
-                    match run.await? {
-                        ToolsEnd::Results(results) => {
-                            self.machine.on_tool_results(results, Utc::now())
-                        }
-                        ToolsEnd::Interrupted(interrupt) => {
-                            return self.interrupted(interrupt).await;
-                        }
-                        // Gated calls wait for a decision: committed `waiting`.
-                        ToolsEnd::AwaitingApproval(ids) => {
-                            self.commit_wait(WaitReason::Approval, ids).await?;
-                            return Ok(RunEnd::Waiting);
-                        }
-                        // Unknown outcomes held for a person (CONTRACT §14).
-                        ToolsEnd::AwaitingResolution(ids) => {
-                            self.commit_wait(WaitReason::UnknownOutcome, ids).await?;
-                            return Ok(RunEnd::Waiting);
-                        }
-                        // Delegated calls wait for their children: committed `waiting`,
-                        // then the children are recorded and enqueued.
-                        ToolsEnd::AwaitingChildren(pending) => {
-                            let budget = self
-                                .machine
-                                .budget_for_child(Utc::now())
-                                .and_then(|b| serde_json::to_value(b).ok());
-                            self.commit_wait(WaitReason::Child, Vec::new()).await?;
-                            let (deps, task_id) = (self.deps, self.task_id());
-                            super::delegation::spawn_children(
-                                deps,
-                                task_id,
-                                &pending,
-                                self.stream,
-                                budget,
-                            )
-                            .await?;
-                            return Ok(RunEnd::Waiting);
-                        }
-                    }
-                }
-                Next::Wait(reason) => {
-                    self.commit_wait(reason, Vec::new()).await?;
-                    return Ok(RunEnd::Waiting);
-                }
-                Next::Finished(outcome) => {
-                    self.commit_end(&outcome).await?;
-                    return Ok(RunEnd::Finished(outcome));
-                }
-            };
-        }
-    }
-
-    /// Guidance injected since the last recursion: into the machine (every later snapshot
-    /// shows it) with its `input.injected` event.
-    fn take_guidance(&mut self) {
-        for text in self.stops.take_guidance() {
-            self.machine.add_guidance(&text);
-            let injected = InputInjected { text };
-            let iteration = Some(self.machine.iteration());
-            self.log
-                .push(None, iteration, EventData::InputInjected(injected));
-        }
-    }
-
-    fn recursion_timed_out(&mut self, phase: &str) -> Next {
-        let limit = self.deps.recursion_timeout.as_millis();
-        tracing::warn!(phase, limit_ms = limit as u64, "recursion timed out");
-        let error = format!("the recursion timed out after {limit} ms while {phase}");
-        self.machine.on_recursion_error(&error, Utc::now())
-    }
-
-    async fn interrupted(&mut self, interrupt: Interrupt) -> anyhow::Result<RunEnd> {
-        match interrupt {
-            Interrupt::Cancelled => {
-                let outcome = self.machine.cancel();
-                self.commit_end(&outcome).await?;
-                Ok(RunEnd::Finished(outcome))
-            }
-            Interrupt::Released => {
-                // The task resumes elsewhere from whatever was committed; a step cut short
-                // by the release (or a lost lease) needs no more than logging.
-                if let Err(err) = self.settle().await {
-                    tracing::debug!(error = %format!("{err:#}"), "step not committed at release");
-                }
-                Ok(RunEnd::Released)
-            }
-        }
-    }
-
     /// Starts committing what was produced since the last commit (recursions, LLM attempts,
     /// checkpoint, events), after the step before it; the task goes on meanwhile.
     pub(super) async fn commit_step(&mut self) -> anyhow::Result<()> {
@@ -340,7 +200,7 @@ impl<'a> TaskRun<'a> {
 
     /// Commits the task's end with everything before it, then publishes its events,
     /// through a broker outage if need be, before the task's message is acknowledged.
-    async fn commit_end(&mut self, outcome: &Outcome) -> anyhow::Result<()> {
+    pub(super) async fn commit_end(&mut self, outcome: &Outcome) -> anyhow::Result<()> {
         self.collect_events();
         self.log.push_outcome(outcome);
         self.checkpoint = None;
@@ -354,7 +214,7 @@ impl<'a> TaskRun<'a> {
     /// Commits the task as `waiting` (its machine checkpointed as it is: between
     /// recursions, or with the tool calls of its reply pending for approval, `tool_call_ids`;
     /// its lease released) with `task.waiting`, then publishes its events like an end.
-    async fn commit_wait(
+    pub(super) async fn commit_wait(
         &mut self,
         reason: WaitReason,
         tool_call_ids: Vec<String>,
@@ -380,7 +240,10 @@ impl<'a> TaskRun<'a> {
     /// restarting) for a while, then reports the task's events confirmed, or leaves them
     /// to the outbox sweep.
     async fn publish_remaining(&mut self) {
-        let (publisher, exchange) = (&self.deps.publisher, &self.deps.names.events_exchange);
+        let (publisher, exchange) = (
+            &self.deps.fleet.publisher,
+            &self.deps.fleet.names.events_exchange,
+        );
         let give_up = Instant::now() + PUBLISH_PATIENCE;
         let mut delay = std::time::Duration::from_millis(100);
         while self.log.has_unpublished() {
@@ -422,7 +285,7 @@ impl<'a> TaskRun<'a> {
         }
         let write = StepWrite {
             task_id: self.task_id(),
-            owner: self.deps.worker_id,
+            owner: self.deps.fleet.worker_id,
             progress,
             records: std::mem::take(&mut self.records),
             tool_meta: std::mem::take(&mut self.tool_meta),
@@ -470,7 +333,7 @@ impl<'a> TaskRun<'a> {
 
     /// Waits for the steps in flight, if any, to end; keeps their unconfirmed events for
     /// the next step to send first.
-    async fn settle(&mut self) -> anyhow::Result<()> {
+    pub(super) async fn settle(&mut self) -> anyhow::Result<()> {
         if let Some(step) = self.in_flight.take() {
             let undelivered = step.finish().await?;
             self.log.restore(undelivered);

@@ -32,13 +32,13 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::deps::WorkerDeps;
-use super::interrupt::Interrupt;
-use super::task_run::TaskRun;
+use super::task_run::{TaskRun, ToolsEnd};
 use super::tool_plan::{Plan, parsed, plan_calls, started_rows};
 use crate::contract::events::{ApprovalRequested, EventData, ToolCompleted, ToolStarted};
 use crate::core::approval::{self, Decided};
 use crate::core::inbound;
 use crate::core::types::{ToolCallRequest, ToolCallResult, ToolEffect};
+use crate::lifecycle::interrupt::Interrupt;
 use crate::ports::ToolCallContext;
 use crate::store::ledger::{CallOutcome, LedgerRow};
 use crate::store::step::{StartedCall, ToolMeta};
@@ -47,24 +47,6 @@ use crate::store::step::{StartedCall, ToolMeta};
 /// published on their own. Tools that finish sooner are committed together with the rest of
 /// their recursion: one transaction and one publish per recursion instead of three.
 const ANNOUNCE_AFTER: Duration = Duration::from_millis(20);
-
-/// How running a reply's tool calls ended.
-#[derive(Debug)]
-pub enum ToolsEnd {
-    /// Every call has its result, in call order.
-    Results(Vec<ToolCallResult>),
-    /// A cancel or a release stopped the run.
-    Interrupted(Interrupt),
-    /// Gated calls (these ids) wait for a decision: nothing ran; the caller commits the
-    /// task `waiting` with what was prepared.
-    AwaitingApproval(Vec<String>),
-    /// Delegate calls wait for their children: nothing ran; the caller commits the task
-    /// `waiting` and starts the children.
-    AwaitingChildren(Vec<super::delegation::Pending>),
-    /// Calls whose outcome is unknown (these ids) are held for a person (`on_unknown` =
-    /// `hold`, CONTRACT §14): nothing ran; the caller commits the task `waiting`.
-    AwaitingResolution(Vec<String>),
-}
 
 /// What the decisions about a reply's gated calls make of it.
 struct Gate {
@@ -98,7 +80,7 @@ impl TaskRun<'_> {
         let trace_id = self.machine.current_trace_id().unwrap_or_default();
         let iteration = Some(self.machine.iteration());
         let mut ledger = match resumed {
-            true => crate::store::ledger::of_recursion(&self.deps.pool, trace_id).await?,
+            true => crate::store::ledger::of_recursion(&self.deps.fleet.pool, trace_id).await?,
             false => Vec::new(),
         };
         let left = self.machine.tool_calls_left();
@@ -110,12 +92,18 @@ impl TaskRun<'_> {
             calls, mut decided, ..
         } = gate;
         let calls = calls.as_slice();
-        if calls.iter().any(|c| c.name == super::delegation::DELEGATE) {
+        if calls
+            .iter()
+            .any(|c| c.name == crate::lifecycle::delegation::DELEGATE)
+        {
             let children = match resumed {
-                true => crate::store::children::of_parent(&self.deps.pool, self.task_id()).await?,
+                true => {
+                    crate::store::children::of_parent(&self.deps.fleet.pool, self.task_id()).await?
+                }
                 false => Vec::new(),
             };
-            let delegations = super::delegation::sort_calls(calls, &self.delegates, &children);
+            let delegations =
+                crate::lifecycle::delegation::sort_calls(calls, &self.delegates, &children);
             if !delegations.pending.is_empty() {
                 return Ok(ToolsEnd::AwaitingChildren(delegations.pending));
             }
@@ -208,7 +196,7 @@ impl TaskRun<'_> {
             return Ok(gate);
         }
         let requests = match resumed {
-            true => crate::store::approvals::of_recursion(&self.deps.pool, trace_id).await?,
+            true => crate::store::approvals::of_recursion(&self.deps.fleet.pool, trace_id).await?,
             false => Vec::new(),
         };
         let requests: HashMap<&str, _> = requests
@@ -357,14 +345,14 @@ impl TaskRun<'_> {
 async fn record(deps: &WorkerDeps, task_id: Uuid, trace_id: Uuid, ran: &Ran, max_chars: usize) {
     let outcome = CallOutcome {
         task_id,
-        owner: deps.worker_id,
+        owner: deps.fleet.worker_id,
         trace_id,
         result: &ran.result,
         state: ran.state,
         finished_at: ran.finished_at,
         max_result_chars: max_chars,
     };
-    match crate::store::ledger::record_outcome(&deps.pool, &outcome).await {
+    match crate::store::ledger::record_outcome(&deps.fleet.pool, &outcome).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(tool_call_id = %ran.result.tool_call_id,
             "lease lost: the outcome of the tool call was not recorded"),

@@ -10,8 +10,7 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
-use super::task_run::TaskRun;
-use super::tool_calls::ToolsEnd;
+use super::task_run::{TaskRun, ToolsEnd};
 use super::tool_plan::{Plan, parsed};
 use crate::contract::events::{EventData, ToolUnknown};
 use crate::core::types::{ToolCallRequest, ToolCallResult};
@@ -92,7 +91,7 @@ impl TaskRun<'_> {
         if !ledger.iter().any(cut_short) {
             return Ok(());
         }
-        let pool = &self.deps.pool;
+        let pool = &self.deps.fleet.pool;
         let resolutions = crate::store::operator_actions::of_task(pool, self.task_id()).await?;
         let mut retry = Vec::new();
         for call in calls {

@@ -11,11 +11,11 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::task_run::{RunEnd, TaskRun};
-use super::unheld::{self, Sink};
 use crate::contract::events::{EventData, TaskFailed};
 use crate::core::limits::trim_text;
 use crate::core::machine::{FailReason, Outcome};
 use crate::core::storable;
+use crate::lifecycle::unheld::{self, Sink};
 use crate::store::{self, step::StepRefused, tasks::status, unheld::Ending};
 
 /// The task's error is cut to this many characters (the database's message may be long).
@@ -75,9 +75,9 @@ impl TaskRun<'_> {
             fail_reason: Some(reason.as_str()),
             error: Some(error),
         };
-        let (sink, task_id) = (Sink::of(self.deps), self.task_id());
+        let (sink, task_id) = (Sink::of(&self.deps.fleet), self.task_id());
         let mut tx = sink.pool.begin().await?;
-        let owner = Some(self.deps.worker_id);
+        let owner = Some(self.deps.fleet.worker_id);
         let Some(ended) = store::unheld::end_unheld(&mut tx, task_id, owner, ending).await? else {
             tx.rollback().await?;
             return Ok(false);

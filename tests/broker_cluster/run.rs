@@ -12,7 +12,8 @@ use super::cluster::Cluster;
 use super::subscriber::Subscriber;
 use super::support::harness::TestEnv;
 use super::support::process::WorkerProcess;
-use super::support::stateless_llm::StatelessLlm;
+use super::support::words::{self, ByInput};
+use agentd::scripted_model::ScriptedModel;
 
 /// What to run.
 pub struct Plan {
@@ -41,7 +42,7 @@ struct Setup {
     /// The tasks queue's leader and members right after it was declared.
     members: (Option<String>, Vec<String>),
     /// The fake LLM, which counts the requests per task input.
-    llm: StatelessLlm,
+    llm: ScriptedModel,
 }
 
 async fn setup(plan: &Plan) -> Setup {
@@ -51,7 +52,7 @@ async fn setup(plan: &Plan) -> Setup {
         .expect("cluster start");
     let cluster_start_s = began.elapsed().as_secs_f64();
     let urls = cluster.urls();
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let (base_url, env_urls) = (llm.base_url(), urls.clone());
     let concurrency = plan.concurrency;
     // TestEnv connects (and declares the topology) after this runs: on the cluster, so the

@@ -12,7 +12,7 @@ use super::faults::{self, Lcg};
 use super::subscriber::Subscriber;
 use super::support::harness::{self, TestEnv};
 use super::support::process::WorkerProcess;
-use super::support::stateless_llm::StatelessLlm;
+use super::support::words;
 use super::verify::{self, Figures};
 
 /// What to run.
@@ -33,7 +33,7 @@ enum Fault {
 }
 
 pub async fn run(plan: Plan) -> Figures {
-    let llm = StatelessLlm::start().await;
+    let llm = words::start().await;
     let base_url = llm.base_url();
     let env = TestEnv::without_worker(move |s| {
         s.llm.base_url = base_url;

@@ -2,10 +2,8 @@
 //! to a [`TestEnv`]'s worker, an HTTP client that adds the bearer token, and a small reader
 //! of Server-Sent Events that also counts comment lines (heartbeats).
 
-use std::time::Duration;
-
+use agentd::config::Secret;
 use agentd::config::Settings;
-use agentd::llm::secret::Secret;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::Value;
@@ -14,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::harness::TestEnv;
+use super::wait;
 
 /// A running gateway.
 pub struct Gateway {
@@ -113,12 +112,13 @@ impl Gateway {
         SseStream::new(response)
     }
 
-    /// Stops the gateway; it must end cleanly within 15 s.
+    /// Stops the gateway; it must end cleanly within [`wait::WORKER_STOPS_WITHIN`] (it
+    /// drains its connections as a worker drains its tasks).
     pub async fn stop(self) {
         self.stop.cancel();
-        let result = tokio::time::timeout(Duration::from_secs(15), self.handle)
+        let result = tokio::time::timeout(wait::WORKER_STOPS_WITHIN, self.handle)
             .await
-            .expect("the gateway stops within 15 s")
+            .expect("the gateway stops in time")
             .expect("gateway task");
         result.expect("the gateway ended without error");
     }
@@ -185,11 +185,12 @@ impl SseStream {
         }
     }
 
-    /// The next event; None when the stream ended. Panics after 30 s without one.
+    /// The next event; None when the stream ended. Panics after
+    /// [`wait::TASK_ENDS_WITHIN`] without one (a stream may wait for a whole task).
     pub async fn next(&mut self) -> Option<SseEvent> {
-        tokio::time::timeout(Duration::from_secs(30), self.next_event())
+        tokio::time::timeout(wait::TASK_ENDS_WITHIN, self.next_event())
             .await
-            .expect("an event within 30 s")
+            .expect("an event in time")
     }
 
     async fn next_event(&mut self) -> Option<SseEvent> {

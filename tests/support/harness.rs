@@ -1,6 +1,7 @@
 //! An isolated agentd environment for one integration test: a fresh database, uniquely named
-//! queues and exchanges on the local RabbitMQ, a scripted fake LLM over real HTTP, and the
-//! real worker (`agentd::worker::run`) running in this process against all three.
+//! queues and exchanges on the local RabbitMQ, the scripted model over real HTTP
+//! (`agentd::scripted_model`, scripted per test), and the real worker (`agentd::worker::run`)
+//! running in this process against all three.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,13 +15,16 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::fake_llm::FakeLlm;
+use agentd::scripted_model::ScriptedModel;
 
-/// A running worker with its own database, broker names and fake LLM.
+use super::wait;
+
+/// A running worker with its own database, broker names and scripted model.
 pub struct TestEnv {
     pub settings: Settings,
     pub pool: PgPool,
-    pub fake: FakeLlm,
+    /// The scripted model `llm.base_url` points at.
+    pub fake: ScriptedModel,
     pub publisher: agentd::amqp::Publisher,
     broker: std::sync::Arc<agentd::amqp::Broker>,
     events: lapin::Consumer,
@@ -32,7 +36,7 @@ pub struct TestEnv {
 }
 
 /// Settings for a test: unique names, fast retries, pointing at `fake`.
-pub fn test_settings(fake: &FakeLlm) -> Settings {
+pub fn test_settings(fake: &ScriptedModel) -> Settings {
     let mut settings =
         Settings::load_from(Path::new("config/default.toml"), None).expect("config/default.toml");
     let suffix = Uuid::new_v4().simple().to_string()[..12].to_owned();
@@ -47,7 +51,7 @@ pub fn test_settings(fake: &FakeLlm) -> Settings {
 }
 
 impl TestEnv {
-    /// Starts a fake LLM and a worker with default test settings.
+    /// Starts a scripted model and a worker with default test settings.
     pub async fn start() -> Self {
         Self::start_with(|_| {}).await
     }
@@ -86,10 +90,12 @@ impl TestEnv {
         env
     }
 
-    /// The database, broker names and fake LLM, but no worker: the test runs its own (for
-    /// example the real binary as a child process, see `process.rs`).
+    /// The database, broker names and scripted model, but no worker: the test runs its own
+    /// (for example the real binary as a child process, see `process.rs`).
     pub async fn without_worker(adjust: impl FnOnce(&mut Settings)) -> Self {
-        let fake = FakeLlm::start().await;
+        let fake = ScriptedModel::start()
+            .await
+            .expect("the scripted model starts");
         let mut settings = test_settings(&fake);
         adjust(&mut settings);
         let pool = store::prepare(&settings.database.url, 4)
@@ -161,9 +167,9 @@ impl TestEnv {
         task_id
     }
 
-    /// Waits until the task's row is terminal and returns it.
+    /// Waits until the task's row is terminal ([`wait::TASK_ENDS_WITHIN`]) and returns it.
     pub async fn wait_terminal(&self, task_id: Uuid) -> store::tasks::TaskRow {
-        self.wait_terminal_within(task_id, Duration::from_secs(30))
+        self.wait_terminal_within(task_id, wait::TASK_ENDS_WITHIN)
             .await
     }
 
@@ -173,28 +179,20 @@ impl TestEnv {
         task_id: Uuid,
         limit: Duration,
     ) -> store::tasks::TaskRow {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
+        wait::until(format!("task {task_id} ends"), limit, || async {
             let task = store::tasks::get(&self.pool, task_id)
                 .await
                 .expect("get task");
-            if let Some(task) = task
-                && store::tasks::status::is_terminal(&task.status)
-            {
-                return task;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "task {task_id} did not end in {limit:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            task.filter(|task| store::tasks::status::is_terminal(&task.status))
+        })
+        .await
     }
 
-    /// Collects published events of `task_id` until its terminal event (or 30 s).
+    /// Collects published events of `task_id` until its terminal event (or
+    /// [`wait::TASK_ENDS_WITHIN`]).
     pub async fn published_events(&mut self, task_id: Uuid) -> Vec<Value> {
         let mut seen = Vec::new();
-        let deadline = tokio::time::sleep(Duration::from_secs(30));
+        let deadline = tokio::time::sleep(wait::TASK_ENDS_WITHIN);
         tokio::pin!(deadline);
         loop {
             let delivery = tokio::select! {
@@ -266,7 +264,7 @@ impl TestEnv {
     }
 
     /// Cancels a running task as `agentd cancel` does and checks that it ends `cancelled`
-    /// within a second, with task.cancelled as its last published event.
+    /// within [`wait::CANCEL_WITHIN`], with task.cancelled as its last published event.
     pub async fn assert_cancels_within_a_second(&mut self, task_id: Uuid) {
         let sent = std::time::Instant::now();
         agentd::cli::cancel::run(&self.settings, task_id)
@@ -275,30 +273,27 @@ impl TestEnv {
         let task = self.wait_terminal(task_id).await;
         let took = sent.elapsed();
         assert_eq!(task.status, "cancelled");
-        assert!(took < Duration::from_secs(1), "cancelled in {took:?}");
+        assert!(took < wait::CANCEL_WITHIN, "cancelled in {took:?}");
         let events = self.published_events(task_id).await;
         assert_eq!(events.last().unwrap()["type"], "task.cancelled");
     }
 
-    /// Waits until the task's status is `status` (15 s at most); returns how long it took.
+    /// Waits until the task's status is `status` ([`wait::NEXT_STEP_WITHIN`]); returns how
+    /// long it took.
     pub async fn wait_status(&self, task_id: Uuid, status: &str) -> Duration {
         let started = std::time::Instant::now();
-        loop {
+        let what = format!("task {task_id} becomes {status}");
+        wait::until_true(what, wait::NEXT_STEP_WITHIN, || async {
             let current: Option<String> =
                 sqlx::query_scalar("SELECT status FROM tasks WHERE task_id = $1")
                     .bind(task_id)
                     .fetch_optional(&self.pool)
                     .await
                     .expect("status");
-            if current.as_deref() == Some(status) {
-                return started.elapsed();
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(15),
-                "task {task_id} is {current:?}, not {status}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+            current.as_deref() == Some(status)
+        })
+        .await;
+        started.elapsed()
     }
 
     /// The stored events of a task, in seq order.
@@ -311,9 +306,10 @@ impl TestEnv {
             .expect("events")
     }
 
-    /// Reads one message from the dead-letter queue, waiting up to 10 s, with its reason.
+    /// Reads one message from the dead-letter queue, waiting up to
+    /// [`wait::DEAD_LETTER_WITHIN`], with its reason.
     pub async fn dead_letter(&self) -> Option<(Vec<u8>, Option<String>)> {
-        self.dead_letter_within(Duration::from_secs(10)).await
+        self.dead_letter_within(wait::DEAD_LETTER_WITHIN).await
     }
 
     /// Reads one message from the dead-letter queue if there is one now.
@@ -348,7 +344,7 @@ impl TestEnv {
             if tokio::time::Instant::now() > deadline {
                 return None;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(wait::POLL).await;
         }
     }
 
@@ -356,9 +352,9 @@ impl TestEnv {
     pub async fn stop(mut self) {
         self.shutdown.cancel();
         if let Some(worker) = self.worker.take() {
-            let result = tokio::time::timeout(Duration::from_secs(15), worker).await;
+            let result = tokio::time::timeout(wait::WORKER_STOPS_WITHIN, worker).await;
             let result = result
-                .expect("worker stops within 15 s")
+                .expect("the worker stops in time")
                 .expect("worker task");
             result.expect("worker ended without error");
         }
@@ -390,7 +386,7 @@ impl Drop for TestEnv {
             runtime.block_on(async {
                 let broker = agentd::amqp::Broker::new(&settings.amqp.url);
                 let removing = remove_namespace(&settings, &broker);
-                let _ = tokio::time::timeout(Duration::from_secs(20), removing).await;
+                let _ = tokio::time::timeout(wait::CLEANUP_WITHIN, removing).await;
                 broker.close().await;
             });
         });
@@ -471,7 +467,7 @@ pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
     let client = reqwest::Client::new();
     match client
         .get(format!("http://{addr}{path}"))
-        .timeout(Duration::from_secs(5))
+        .timeout(wait::HTTP_WITHIN)
         .send()
         .await
     {

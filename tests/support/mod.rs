@@ -1,6 +1,8 @@
-pub mod fake_llm;
 pub mod gateway;
 pub mod harness;
+pub mod observe;
 pub mod process;
 pub mod schema;
-pub mod stateless_llm;
+pub mod tools;
+pub mod wait;
+pub mod words;

@@ -104,6 +104,13 @@ impl WorkerProcess {
         let _ = self.child.wait();
     }
 
+    /// The tool servers it started (its children: stdio MCP servers), to wait for with
+    /// [`wait_gone`] after a kill: they outlive it until they see their stdin closed, and a
+    /// call they were running may still act meanwhile.
+    pub fn tool_servers(&self) -> Vec<u32> {
+        children_of(self.pid())
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         let status = Command::new("kill")
@@ -123,7 +130,7 @@ impl WorkerProcess {
             if tokio::time::Instant::now() > deadline {
                 return None;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(super::wait::POLL).await;
         }
     }
 
@@ -131,6 +138,45 @@ impl WorkerProcess {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
+}
+
+/// Whether `pid` runs (a zombie counts as gone).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Waits until none of `pids` runs any more: once the tool servers of a killed worker are
+/// gone, nothing it started can act.
+pub async fn wait_gone(pids: &[u32]) {
+    let what = format!("processes {pids:?} exit");
+    super::wait::until_true(what, super::wait::NEXT_STEP_WITHIN, || {
+        let gone = pids.iter().all(|pid| !alive(*pid));
+        async move { gone }
+    })
+    .await;
+}
+
+/// The pids of the processes whose parent is `pid` now (from /proc).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // After the command name in parentheses: state, then the parent's pid.
+            let parent = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok());
+            parent == Some(pid)
+        })
+        .collect()
 }
 
 impl Drop for WorkerProcess {

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use agentd::amqp::Publisher;
+use agentd::contract::events::{EventHead, EventType};
 
 use crate::worker::WorkerProcess;
 
@@ -55,13 +55,6 @@ pub struct Seen {
     at: Instant,
 }
 
-#[derive(Deserialize)]
-struct EventHead {
-    task_id: Uuid,
-    #[serde(rename = "type")]
-    kind: String,
-}
-
 /// Forwards every event of `consumer`, timestamped on arrival.
 pub fn spawn_receiver(mut consumer: lapin::Consumer) -> mpsc::UnboundedReceiver<Seen> {
     let (sender, receiver) = mpsc::unbounded_channel();
@@ -69,10 +62,10 @@ pub fn spawn_receiver(mut consumer: lapin::Consumer) -> mpsc::UnboundedReceiver<
         while let Some(delivery) = consumer.next().await {
             let at = Instant::now();
             let Ok(delivery) = delivery else { break };
-            if let Ok(head) = serde_json::from_slice::<EventHead>(&delivery.data) {
+            if let Some(head) = EventHead::from_slice(&delivery.data) {
                 let seen = Seen {
                     task_id: head.task_id,
-                    kind: head.kind,
+                    kind: head.event_type,
                     at,
                 };
                 if sender.send(seen).is_err() {
@@ -85,7 +78,7 @@ pub fn spawn_receiver(mut consumer: lapin::Consumer) -> mpsc::UnboundedReceiver<
 }
 
 fn is_terminal(kind: &str) -> bool {
-    matches!(kind, "task.completed" | "task.failed" | "task.cancelled")
+    EventType::parse(kind).is_some_and(|kind| kind.is_terminal())
 }
 
 /// The publishing side and the bookkeeping of one run.

@@ -5,16 +5,16 @@
 //! cargo run --release --bin agentd-bench -- --tasks N --steps K --concurrency C [--llm-latency-ms L]
 //! ```
 //!
-//! It creates a fresh database and uniquely named queues and exchanges, starts a fake
-//! OpenAI-compatible LLM over real loopback HTTP (every task makes K CALL_TOOL recursions
-//! with `calculate`, then ANSWERs; each call sleeps L ms), runs `agentd worker` as a child
+//! It creates a fresh database and uniquely named queues and exchanges, starts the scripted
+//! OpenAI-compatible model over real loopback HTTP (every task makes K CALL_TOOL recursions
+//! with `calculate`, then ANSWERs; each call waits L ms), runs `agentd worker` as a child
 //! process with concurrency C, publishes N tasks (C in flight at a time), waits for every
 //! terminal event, checks in `tasks` that every task completed, prints progress on stderr
 //! and one JSON line on stdout, then stops the worker and drops what it created. Exit
 //! status 1 when anything failed.
 
 mod drive;
-mod fake_llm;
+mod model;
 mod procfs;
 mod report;
 mod setup;
@@ -28,9 +28,9 @@ use anyhow::Context as _;
 use clap::Parser;
 
 use agentd::config::Settings;
+use agentd::scripted_model::ScriptedModel;
 
 use drive::Load;
-use fake_llm::FakeLlm;
 use report::{Params, Resources};
 use setup::BenchEnv;
 use worker::WorkerProcess;
@@ -48,7 +48,7 @@ struct Args {
     /// worker.concurrency, and the number of tasks kept in flight.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
-    /// Milliseconds the fake LLM sleeps per call.
+    /// Milliseconds the scripted model waits before each reply.
     #[arg(long, default_value_t = 0)]
     llm_latency_ms: u64,
     /// database.max_connections of the worker (default: the worker's own default).
@@ -123,12 +123,12 @@ async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
     let settings = Settings::load_from(&dir.join("config/default.toml"), None)?;
     let grace = Duration::from_secs(settings.worker.shutdown_grace_secs + 5);
     let latency = Duration::from_millis(args.llm_latency_ms);
-    let fake = FakeLlm::start(args.steps, latency).await?;
+    let model = model::start(args.steps, latency).await?;
     let recursions = args.recursions();
     let sync = args.pg_synchronous_commit.as_deref();
     let env = BenchEnv::create(
         settings,
-        fake.base_url(),
+        model.base_url(),
         args.concurrency,
         recursions,
         sync,
@@ -158,7 +158,7 @@ async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
             return Err(err);
         }
     };
-    let result = measure(args, &env, &fake, &mut worker).await;
+    let result = measure(args, &env, &model, &mut worker).await;
     worker.stop(grace).await;
     let log_lines = worker.log_lines();
     if log_lines > 0 {
@@ -178,7 +178,7 @@ async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
 async fn measure(
     args: &Args,
     env: &BenchEnv,
-    fake: &FakeLlm,
+    model: &ScriptedModel,
     worker: &mut WorkerProcess,
 ) -> anyhow::Result<serde_json::Value> {
     let events =
@@ -205,7 +205,7 @@ async fn measure(
         worker_cpu_s: worker.cpu_secs()? - worker_cpu,
         bench_cpu_s: procfs::process_cpu_secs("self")? - bench_cpu,
         host_busy_s: procfs::host_busy_secs()? - host_busy,
-        llm_calls: fake.calls(),
+        llm_calls: model.answered(),
         worker_log_lines: worker.log_lines(),
         postgres_cpu_s: services.get("postgres").copied().unwrap_or(0.0),
         rabbitmq_cpu_s: services.get("rabbitmq").copied().unwrap_or(0.0),
@@ -213,9 +213,9 @@ async fn measure(
     let stored = report::load(&env.pool, env.agent_id).await?;
     report::check(&followed, &stored, args.recursions())?;
     anyhow::ensure!(
-        fake.bad_requests() == 0,
-        "the fake LLM could not read {} requests",
-        fake.bad_requests()
+        model.unreadable() == 0,
+        "the scripted model could not read {} requests",
+        model.unreadable()
     );
     let params = Params {
         tasks: args.tasks,

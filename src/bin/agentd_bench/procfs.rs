@@ -1,6 +1,6 @@
 //! The few `/proc` figures the bench reports (Linux only): a process's peak RSS and CPU
 //! time, and the whole host's busy CPU time, so a run shows where the cores went (worker,
-//! bench + fake LLM, everything else: PostgreSQL, RabbitMQ, other tenants).
+//! bench + scripted model, everything else: PostgreSQL, RabbitMQ, other tenants).
 
 use anyhow::Context as _;
 

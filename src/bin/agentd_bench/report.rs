@@ -127,7 +127,7 @@ struct Distributions {
     start: Vec<f64>,
     /// publish → terminal event received.
     task: Vec<f64>,
-    /// (task time − fake LLM sleep × calls) / recursions.
+    /// (task time − model latency × calls) / recursions.
     per_recursion: Vec<f64>,
 }
 

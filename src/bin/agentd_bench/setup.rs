@@ -77,6 +77,7 @@ impl BenchEnv {
             // The bench's model repeats one call on purpose: no stall detection.
             stall: Some(agentd::core::stall::StallSettings::OFF),
             on_unknown: None,
+            tenant_id: None,
         };
         let agent_id = store::agents::create(&pool, &agent)
             .await

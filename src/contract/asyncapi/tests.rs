@@ -344,6 +344,8 @@ fn task_messages_as_submitted_validate() {
         }),
         agent_version: Some(2),
         channel: None,
+        tenant_id: Some("acme".into()),
+        priority: Some(crate::core::fair_share::Priority::High),
     };
     let minimal = TaskMessage {
         task_id: None,
@@ -352,6 +354,8 @@ fn task_messages_as_submitted_validate() {
         constraints: Vec::new(),
         stream: false,
         budget: None,
+        tenant_id: None,
+        priority: None,
         ..full.clone()
     };
     for message in [&full, &minimal] {

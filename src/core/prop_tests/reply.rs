@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 
 use super::strategies::{content, llm_reply, reply_object, tool_calls};
 use super::{SLOW, config, within};
-use crate::core::action::{Action, ParsedReply, ReplyError, canonical_action_type, parse_reply};
+use crate::core::action::{Action, ParsedReply, parse_reply};
+use crate::core::extract::canonical_action_type;
+use crate::core::reply_error::ReplyError;
 use crate::core::types::{LlmReply, ToolCallRequest};
 
 fn reply(content: String, tool_calls: Vec<ToolCallRequest>) -> LlmReply {

@@ -245,7 +245,7 @@ proptest! {
     #![proptest_config(config(128))]
 
     /// A person's resolve (CONTRACT §14) with any Unicode in its reason, `by`, error and
-    /// result is storable once made so, and keeps its outcome (`worker::resolutions`).
+    /// result is storable once made so, and keeps its outcome (`lifecycle::resolutions`).
     #[test]
     fn a_resolution_with_any_unicode_is_recorded_storable(
         reason in unicode_text(),

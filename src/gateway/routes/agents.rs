@@ -11,8 +11,10 @@ use sqlx::PgPool;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use crate::core::storable;
+use crate::core::{storable, tenancy};
 use crate::gateway::AppState;
+use crate::gateway::access;
+use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
 use crate::store::agents::{self, Agent, NewAgent};
@@ -65,6 +67,10 @@ pub struct CreateAgent {
     /// holds the task for a person's resolve (CONTRACT §14).
     #[serde(default)]
     pub on_unknown: Option<String>,
+    /// The tenant the agent and its tasks belong to (CONTRACT v3 §15): the token's; a token
+    /// of every tenant (`*`) may name one (default `default`).
+    #[serde(default)]
+    pub tenant_id: Option<String>,
 }
 
 /// Query of `GET /v1/agents/{agent_id}/tasks`.
@@ -90,7 +96,9 @@ pub struct TaskPage {
 impl CreateAgent {
     /// Checks the fields and makes them storable (`core::storable`: NUL becomes U+FFFD), so
     /// that nothing a person types fails the insert.
-    fn into_new_agent(self) -> Result<NewAgent, ApiError> {
+    fn into_new_agent(self, caller: &Caller) -> Result<NewAgent, ApiError> {
+        let tenant_id =
+            access::new_tenant(caller, self.tenant_id.as_deref(), tenancy::DEFAULT_TENANT)?;
         let name = storable::owned(self.name.trim().to_owned());
         let model = storable::owned(self.model.trim().to_owned());
         for (field, value) in [("name", &name), ("model", &model)] {
@@ -142,6 +150,7 @@ impl CreateAgent {
             approval_timeout_secs: self.approval_timeout_secs,
             on_approval_expiry: self.on_approval_expiry,
             instructions: self.instructions.map(storable::owned),
+            tenant_id: Some(tenant_id),
         })
     }
 }
@@ -178,8 +187,12 @@ fn check_tool_names(tools: &[String]) -> Result<(), ApiError> {
     ),
     security(("bearer" = []))
 )]
-pub async fn list_agents(State(state): State<AppState>) -> Result<Json<AgentList>, ApiError> {
-    let agents = agents::list(state.pool()).await?;
+pub async fn list_agents(
+    State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
+) -> Result<Json<AgentList>, ApiError> {
+    // The caller's tenant's only (CONTRACT v3 §15).
+    let agents = agents::list_visible(state.pool(), &caller.tenant_id).await?;
     Ok(Json(AgentList { agents }))
 }
 
@@ -194,15 +207,17 @@ pub async fn list_agents(State(state): State<AppState>) -> Result<Json<AgentList
          headers(("location" = String, description = "The agent's URL"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "The token lacks the admin scope (missing_scope) or names another tenant (wrong_tenant)", body = ErrorBody),
         (status = 422, description = "Invalid fields", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
 pub async fn create_agent(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     ApiJson(body): ApiJson<CreateAgent>,
 ) -> Result<Response, ApiError> {
-    let new_agent = body.into_new_agent()?;
+    let new_agent = body.into_new_agent(&caller)?;
     let agent_id = agents::create(state.pool(), &new_agent).await?;
     let agent = find_agent(state.pool(), agent_id).await?;
     let location = format!("/v1/agents/{agent_id}");

@@ -15,9 +15,9 @@ use crate::core::approval::{Decision, DecisionKind};
 use crate::gateway::AppState;
 use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::lifecycle::approvals::{Decided, decide_verified};
+use crate::lifecycle::unheld::Sink;
 use crate::store::approvals::{self, ApprovalRow};
-use crate::worker::approvals::{Decided, decide_verified};
-use crate::worker::unheld::Sink;
 
 /// Body of `POST /v1/tasks/{task_id}/approvals/{tool_call_id}`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -114,7 +114,7 @@ pub async fn decide_call(
     };
     // `decide` makes what the person typed storable; a failure is blamed on what failed.
     // Verified: the token's caller (CONTRACT v3 §15); without tokens nothing is verified.
-    let verified = caller.map(|axum::Extension(caller)| caller.verified_by);
+    let verified = caller.and_then(|axum::Extension(caller)| caller.verified_by);
     let queue = &amqp.tasks_queue;
     let decided = decide_verified(
         sink,
@@ -165,15 +165,18 @@ pub async fn decide_call(
 )]
 pub async fn list_approvals(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     ApiQuery(query): ApiQuery<ApprovalQuery>,
 ) -> Result<Json<ApprovalList>, ApiError> {
     let limit = query.limit.unwrap_or(100);
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid_body("limit must be between 1 and 500"));
     }
+    let tenant = caller.tenant_id.as_str();
     let approvals = match query.status.as_deref().unwrap_or("pending") {
-        "pending" => approvals::pending(state.pool(), query.task_id, limit).await?,
-        "decided" => approvals::decided(state.pool(), query.task_id, limit).await?,
+        // The caller's tenant's only (CONTRACT v3 §15).
+        "pending" => approvals::pending_in(state.pool(), query.task_id, tenant, limit).await?,
+        "decided" => approvals::decided_in(state.pool(), query.task_id, tenant, limit).await?,
         other => {
             return Err(ApiError::invalid_body(format!(
                 "unknown status {other:?} (pending or decided)"

@@ -43,7 +43,7 @@ pub(super) fn check_task_budget(
         return check_price(settings, budget, agent, "the request's");
     }
     let stored = agent.budget.as_ref().map(|json| json.0.clone());
-    match crate::worker::intake::parse_budget(stored) {
+    match crate::contract::intake::parse_budget(stored) {
         Ok(Some(budget)) => check_price(settings, &budget, agent, "the agent's"),
         _ => Ok(()),
     }

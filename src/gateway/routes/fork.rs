@@ -1,5 +1,5 @@
 //! `POST /v1/tasks/{task_id}/fork` (CONTRACT §10): a new task from recursion N of another,
-//! answered like `POST /v1/tasks`. The work is [`crate::fork::fork_task`], shared with
+//! answered like `POST /v1/tasks`. The work is [`crate::lifecycle::fork::fork_task`], shared with
 //! `agentd fork`.
 
 use axum::extract::State;
@@ -10,9 +10,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::tasks::TaskAccepted;
-use crate::fork::{ForkError, fork_task};
 use crate::gateway::AppState;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::lifecycle::fork::{ForkError, fork_task};
 
 /// Body of `POST /v1/tasks/{task_id}/fork`.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -1,6 +1,7 @@
 //! The `/v1` JSON API and `/healthz`, as an [`OpenApiRouter`] so that every route carries
 //! its OpenAPI description. Authentication is a route layer per group: `/v1` needs the
-//! bearer header, the event stream also accepts `?access_token=`, health needs nothing.
+//! bearer header, the event stream also accepts `?access_token=`, health needs nothing;
+//! inside it, `access` checks the route's scope and the tenant of the object it names.
 
 pub mod agents;
 pub mod approvals;
@@ -23,7 +24,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::openapi::ApiDoc;
-use super::{AppState, auth, sse};
+use super::{AppState, access, auth, sse};
 
 /// Every documented route, with its authentication layer.
 pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
@@ -58,9 +59,11 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(schedules::actions::trigger_schedule))
         .routes(routes!(schedules::actions::schedule_fires))
+        .route_layer(from_fn_with_state(state.clone(), access::authorize))
         .route_layer(from_fn_with_state(state.clone(), auth::require_token));
     let stream = OpenApiRouter::new()
         .routes(routes!(sse::task_events))
+        .route_layer(from_fn_with_state(state.clone(), access::authorize))
         .route_layer(from_fn_with_state(
             state.clone(),
             auth::require_token_or_query,

@@ -15,9 +15,9 @@ use crate::core::unknown::{Resolution, ResolveOutcome};
 use crate::gateway::AppState;
 use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::lifecycle::resolutions::{Outcome, resolve_verified};
+use crate::lifecycle::unheld::Sink;
 use crate::store::operator_actions::{self, HeldCall};
-use crate::worker::resolutions::{Outcome, resolve_verified};
-use crate::worker::unheld::Sink;
 
 /// Body of `POST /v1/tasks/{task_id}/tool_calls/{tool_call_id}/resolve`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -113,7 +113,7 @@ pub async fn resolve_call(
         exchange: &amqp.events_exchange,
     };
     // Verified: the token's caller (CONTRACT v3 §15); without tokens nothing is verified.
-    let verified = caller.map(|axum::Extension(caller)| caller.verified_by);
+    let verified = caller.and_then(|axum::Extension(caller)| caller.verified_by);
     let queue = &amqp.tasks_queue;
     let outcome = resolve_verified(
         sink,
@@ -165,6 +165,7 @@ pub async fn resolve_call(
 )]
 pub async fn list_tool_calls(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     ApiQuery(query): ApiQuery<ToolCallQuery>,
 ) -> Result<Json<ToolCallList>, ApiError> {
     let limit = query.limit.unwrap_or(100);
@@ -180,6 +181,8 @@ pub async fn list_tool_calls(
             )));
         }
     }
-    let tool_calls = operator_actions::held(state.pool(), query.task_id, limit).await?;
+    // The caller's tenant's only (CONTRACT v3 §15).
+    let tenant = caller.tenant_id.as_str();
+    let tool_calls = operator_actions::held_in(state.pool(), query.task_id, tenant, limit).await?;
     Ok(Json(ToolCallList { tool_calls }))
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::cancel::send_control_signed;
+use crate::amqp::control::send_control_signed;
 use crate::contract::ControlMessage;
 use crate::contract::control::{Inject, Pause, Resume};
 use crate::core::budget::Budget;
@@ -178,7 +178,7 @@ pub async fn resume_task(
     let budget = body.budget;
     if let Some(budget) = &budget {
         let value = serde_json::to_value(budget).unwrap_or_default();
-        crate::worker::intake::parse_budget(Some(value)).map_err(ApiError::invalid_body)?;
+        crate::contract::intake::parse_budget(Some(value)).map_err(ApiError::invalid_body)?;
     }
     let task = steerable(&state, task_id).await?;
     // The new budget replaces the task's: its cost limit needs the task's model priced.

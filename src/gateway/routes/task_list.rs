@@ -12,6 +12,8 @@ use uuid::Uuid;
 
 use crate::core::listing::{self, ListingError, TaskCursor};
 use crate::gateway::AppState;
+use crate::gateway::access;
+use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
 use crate::store::task_list::{self, TaskFilter};
@@ -59,10 +61,13 @@ pub struct TaskList {
 )]
 pub async fn list_tasks(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<TaskList>, ApiError> {
-    let (filter, limit) =
+    let (mut filter, limit) =
         filter(query).map_err(|err| ApiError::bad_request("invalid_query", err.to_string()))?;
+    // The caller's tenant's only (CONTRACT v3 §15).
+    filter.tenant_id = access::tenant_filter(&caller);
     let filter = &filter;
     let page = (state.readers())
         .read(|pool| async move { task_list::page(&pool, filter, limit).await })
@@ -93,6 +98,7 @@ fn filter(query: ListQuery) -> Result<(TaskFilter, i64), ListingError> {
         agent_id: query.agent_id,
         since,
         after,
+        tenant_id: None,
     };
     Ok((filter, listing::check_limit(query.limit)?))
 }

@@ -10,12 +10,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use crate::cancel::CancelResult;
 use crate::contract::TaskMessage;
 use crate::core::storable;
 use crate::gateway::AppState;
+use crate::gateway::access;
+use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::gateway::openapi;
+use crate::lifecycle::cancel::CancelResult;
 use crate::store::tasks::{NewTask, TaskRow, status};
 use crate::store::trace::{LlmCallRecord, RecursionRow, ToolCallRow};
 use crate::store::{self};
@@ -50,6 +52,16 @@ pub struct CreateTask {
     /// `agent_version`.
     #[serde(default)]
     pub channel: Option<String>,
+    /// `high` or `normal` (default): within a tenant held to `tenants.max_running`, high
+    /// starts first (CONTRACT v3 §15). The task's tenant is its agent's, which the token
+    /// must see.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub priority: Option<crate::core::fair_share::Priority>,
+    /// The task's tenant: the token's. A token of every tenant (`*`) may name one; a task
+    /// whose tenant is not its agent's ends `rejected` (CONTRACT v3 §15).
+    #[serde(default)]
+    pub tenant_id: Option<String>,
 }
 
 /// Answer of `POST /v1/tasks`.
@@ -117,7 +129,7 @@ impl CreateTask {
             ));
         }
         let budget = serde_json::to_value(&self.budget).unwrap_or_default();
-        if let Err(problem) = crate::worker::intake::parse_budget(Some(budget)) {
+        if let Err(problem) = crate::contract::intake::parse_budget(Some(budget)) {
             return Err(ApiError::invalid_body(problem));
         }
         Ok(())
@@ -136,7 +148,8 @@ impl CreateTask {
          headers(("location" = String, description = "The task's URL"))),
         (status = 400, description = "Malformed JSON, or a cost limit for a model without a price (no_price)", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
-        (status = 404, description = "Unknown agent (agent_not_found)", body = ErrorBody),
+        (status = 403, description = "The token lacks the submit scope (missing_scope) or names another tenant (wrong_tenant)", body = ErrorBody),
+        (status = 404, description = "Unknown agent, or another tenant's (agent_not_found)", body = ErrorBody),
         (status = 409, description = "The conversation_id belongs to another agent (conversation_of_another_agent)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not application/json", body = ErrorBody),
@@ -147,15 +160,19 @@ impl CreateTask {
 )]
 pub async fn create_task(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     ApiJson(body): ApiJson<CreateTask>,
 ) -> Result<Response, ApiError> {
     body.check()?;
-    let Some(agent) = store::agents::get(state.pool(), body.agent_id).await? else {
+    // Another tenant's agent is as unknown as one that does not exist (CONTRACT v3 §15).
+    let agent = store::agents::get(state.pool(), body.agent_id).await?;
+    let Some(agent) = agent.filter(|agent| access::sees(&caller, &agent.tenant_id)) else {
         return Err(ApiError::not_found(
             "agent_not_found",
             format!("no agent {}", body.agent_id),
         ));
     };
+    let tenant_id = access::new_tenant(&caller, body.tenant_id.as_deref(), &agent.tenant_id)?;
     super::budget::check_task_budget(state.settings(), body.budget.as_ref(), &agent)?;
     // A conversation belongs to one agent (CONTRACT v3 §15): refused here rather than
     // rejected by a worker.
@@ -188,6 +205,10 @@ pub async fn create_task(
         budget: body.budget,
         agent_version: body.agent_version,
         channel: body.channel,
+        // Its agent's tenant, which the token sees, unless a token of every tenant named
+        // another (then a worker rejects it, the reason in tasks.error).
+        tenant_id: Some(tenant_id),
+        priority: body.priority,
     };
     if task.conversation_id.is_some() {
         // A turn is recorded before it is published: that fixes its place in the
@@ -224,6 +245,8 @@ fn pending_row(task_id: Uuid, task: &TaskMessage) -> NewTask<'_> {
         stream: task.stream,
         reply: None,
         received_at: None,
+        tenant_id: task.tenant_id.as_deref(),
+        priority: task.priority.unwrap_or_default(),
     }
 }
 
@@ -378,10 +401,14 @@ pub async fn cancel_task(
             format!("task {task_id} has already ended ({})", task.status),
         ));
     }
-    let result =
-        crate::cancel::cancel_task(state.pool(), state.publisher(), state.settings(), task_id)
-            .await
-            .map_err(|err| ApiError::from_failure(&err))?;
+    let result = crate::lifecycle::cancel::cancel_task(
+        state.pool(),
+        state.publisher(),
+        state.settings(),
+        task_id,
+    )
+    .await
+    .map_err(|err| ApiError::from_failure(&err))?;
     let (code, outcome) = match result {
         CancelResult::CancelledBeforeStart => (StatusCode::OK, "cancelled"),
         CancelResult::CancelSent => (StatusCode::ACCEPTED, "cancel_sent"),

@@ -98,7 +98,7 @@ impl PublishVersion {
             ));
         }
         if let Some(budget) = &self.budget {
-            crate::worker::intake::parse_budget(Some(budget.clone()))
+            crate::contract::intake::parse_budget(Some(budget.clone()))
                 .map_err(ApiError::invalid_body)?;
         }
         let owned =

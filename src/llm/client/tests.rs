@@ -2,6 +2,7 @@
 //! the record keeps of a response, plain and streamed.
 
 use super::*;
+use crate::config::{DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_STREAM_BYTES};
 
 fn settings(base_url: &str) -> LlmSettings {
     LlmSettings {

@@ -106,6 +106,8 @@ pub struct FireTask<'a> {
     pub budget: Option<Value>,
     pub schedule_id: Uuid,
     pub fire_at: DateTime<Utc>,
+    /// `high` or `normal` (the template's, checked when the schedule was made).
+    pub priority: &'a str,
 }
 
 /// Inserts the fire's task as `pending`; true when this call inserted it (its message is
@@ -115,8 +117,10 @@ pub struct FireTask<'a> {
 pub async fn insert_task(conn: &mut PgConnection, task: &FireTask<'_>) -> sqlx::Result<bool> {
     let inserted: Option<bool> = sqlx::query_scalar(
         "INSERT INTO tasks (task_id, agent_id, input, constraints, stream, budget, \
-                            schedule_id, fire_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                            schedule_id, fire_at, tenant_id, priority) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+                 COALESCE((SELECT tenant_id FROM schedules WHERE schedule_id = $7), \
+                          'default'), $9) \
          ON CONFLICT (task_id) DO UPDATE \
              SET schedule_id = EXCLUDED.schedule_id, fire_at = EXCLUDED.fire_at \
              WHERE tasks.schedule_id IS NULL \
@@ -130,6 +134,7 @@ pub async fn insert_task(conn: &mut PgConnection, task: &FireTask<'_>) -> sqlx::
     .bind(&task.budget)
     .bind(task.schedule_id)
     .bind(task.fire_at)
+    .bind(task.priority)
     .fetch_optional(conn)
     .await?;
     Ok(inserted.unwrap_or(false))

@@ -1,8 +1,9 @@
 //! The statement behind [`super::write_many`]: one array per column of every table it
 //! writes, each row tagged with its task, joined with the tasks whose fenced `UPDATE`
-//! succeeded. Rows of a step whose fence failed are dropped by that join. The join also
-//! gives every trace row its partition key, `task_created_at`: the `created_at` the
-//! `UPDATE` returns (`store::partitions`).
+//! succeeded. Rows of a step whose fence failed are dropped by that join, and every row
+//! takes from it its task's `tenant_id` (row-level security, CONTRACT v3 §15) and its
+//! partition key `task_created_at`, the task's `created_at` (`store::partitions`), with no
+//! column bound and no round trip more.
 
 use std::collections::HashSet;
 
@@ -54,15 +55,15 @@ task AS (
                          ELSE t.outbox_pending END
     FROM v
     WHERE t.task_id = v.task_id AND t.lease_owner = v.owner AND t.status = 'running'
-    RETURNING t.task_id, t.created_at AS task_created_at
+    RETURNING t.task_id, t.tenant_id, t.created_at AS task_created_at
 ),
 recursion_rows AS (
     INSERT INTO recursions (trace_id, task_id, iteration, step_id, action_type, observe,
                             thought, abstract, output, status, error_log, started_at,
-                            finished_at, task_created_at)
+                            finished_at, tenant_id, task_created_at)
     SELECT r.trace_id, r.task_id, r.iteration, r.step_id, r.action_type, r.observe,
            r.thought, r.abstract, r.output::jsonb, r.status, r.error_log, r.started_at,
-           r.finished_at, task.task_created_at
+           r.finished_at, task.tenant_id, task.task_created_at
     FROM UNNEST($13::uuid[], $14::uuid[], $15::int[], $16::text[], $17::text[],
                 $18::text[], $19::text[], $20::text[], $21::text[], $22::text[],
                 $23::text[], $24::timestamptz[], $25::timestamptz[])
@@ -72,9 +73,9 @@ recursion_rows AS (
 ),
 started_rows AS (
     INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, state, effect,
-                            idempotency_key, started_at, task_created_at)
+                            idempotency_key, started_at, tenant_id, task_created_at)
     SELECT s.task_id, s.trace_id, s.tool_call_id, s.name, s.arguments::jsonb, s.state,
-           s.effect, s.idempotency_key, now(), task.task_created_at
+           s.effect, s.idempotency_key, now(), task.tenant_id, task.task_created_at
     FROM UNNEST($26::uuid[], $27::uuid[], $28::text[], $29::text[], $30::text[],
                 $31::text[], $32::text[], $68::text[]) WITH ORDINALITY
          AS s (task_id, trace_id, tool_call_id, name, arguments, effect, idempotency_key,
@@ -92,9 +93,9 @@ started_rows AS (
 ),
 approval_rows AS (
     INSERT INTO approvals (task_id, tool_call_id, trace_id, name, arguments, effect,
-                           expires_at)
+                           expires_at, tenant_id)
     SELECT a.task_id, a.tool_call_id, a.trace_id, a.name, a.arguments::jsonb, a.effect,
-           a.expires_at
+           a.expires_at, task.tenant_id
     FROM UNNEST($26::uuid[], $27::uuid[], $28::text[], $29::text[], $30::text[],
                 $31::text[], $69::timestamptz[])
          AS a (task_id, trace_id, tool_call_id, name, arguments, effect, expires_at)
@@ -105,12 +106,12 @@ approval_rows AS (
 tool_call_rows AS (
     INSERT INTO tool_calls (task_id, trace_id, tool_call_id, name, arguments, success, result,
                             error, duration_ms, state, effect, idempotency_key, started_at,
-                            finished_at, task_created_at)
+                            finished_at, tenant_id, task_created_at)
     SELECT c.task_id, c.trace_id, c.tool_call_id, c.name, c.arguments::jsonb, c.success,
            c.result::jsonb, c.error, c.duration_ms,
            COALESCE(c.state, CASE WHEN c.success THEN 'succeeded' ELSE 'failed' END),
            c.effect, c.idempotency_key, c.started_at, COALESCE(c.finished_at, now()),
-           task.task_created_at
+           task.tenant_id, task.task_created_at
     FROM UNNEST($33::uuid[], $34::uuid[], $35::text[], $36::text[], $37::text[],
                 $38::bool[], $39::text[], $40::text[], $41::bigint[], $42::text[],
                 $43::text[], $44::text[], $45::timestamptz[], $46::timestamptz[])
@@ -130,11 +131,11 @@ llm_call_rows AS (
     INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms,
                            prompt_tokens, completion_tokens, error, model, cost_usd, queued_ms,
                            started_at, request_sha256, request_key, request_parts, response,
-                           task_created_at)
+                           tenant_id, task_created_at)
     SELECT l.task_id, l.trace_id, l.iteration, l.attempt, l.status, l.latency_ms,
            l.prompt_tokens, l.completion_tokens, l.error, l.model, l.cost_usd, l.queued_ms,
            l.started_at, l.request_sha256, l.request_key, l.request_parts::uuid[],
-           l.response::jsonb, task.task_created_at
+           l.response::jsonb, task.tenant_id, task.task_created_at
     FROM UNNEST($47::uuid[], $48::uuid[], $49::int[], $50::int[], $51::text[],
                 $52::bigint[], $53::bigint[], $54::bigint[], $55::text[], $66::text[],
                 $67::float8[], $70::bigint[], $71::timestamptz[], $72::text[], $73::text[],
@@ -146,15 +147,16 @@ llm_call_rows AS (
     ORDER BY l.ord
 ),
 llm_part_rows AS (
-    INSERT INTO llm_request_parts (task_id, part_id, content, task_created_at)
-    SELECT p.task_id, p.part_id, p.content, task.task_created_at
+    INSERT INTO llm_request_parts (task_id, part_id, content, tenant_id, task_created_at)
+    SELECT p.task_id, p.part_id, p.content, task.tenant_id, task.task_created_at
     FROM UNNEST($76::uuid[], $77::uuid[], $78::text[]) AS p (task_id, part_id, content)
     JOIN task USING (task_id)
     ON CONFLICT (task_id, part_id, task_created_at) DO NOTHING
 ),
 event_rows AS (
-    INSERT INTO events (task_id, seq, event_id, type, payload, task_created_at)
-    SELECT e.task_id, e.seq, e.event_id, e.type, e.payload::jsonb, task.task_created_at
+    INSERT INTO events (task_id, seq, event_id, type, payload, tenant_id, task_created_at)
+    SELECT e.task_id, e.seq, e.event_id, e.type, e.payload::jsonb, task.tenant_id,
+           task.task_created_at
     FROM UNNEST($56::uuid[], $57::bigint[], $58::uuid[], $59::text[], $60::text[])
          AS e (task_id, seq, event_id, type, payload)
     JOIN task USING (task_id)

@@ -20,8 +20,11 @@ use utoipa::IntoParams;
 use uuid::Uuid;
 
 use crate::gateway::AppState;
+use crate::gateway::access;
+use crate::gateway::auth::Caller;
 use crate::gateway::errors::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::scheduler::manage::{self, ManageError};
+use crate::store::owners::{self, Owned};
 use crate::store::schedules::{self as rows, fires};
 
 /// Fires shown with each schedule of a list, and with one schedule.
@@ -54,9 +57,17 @@ pub struct ListQuery {
 )]
 pub async fn create_schedule(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     ApiJson(body): ApiJson<CreateSchedule>,
 ) -> Result<Response, ApiError> {
     let draft = body.into_draft()?;
+    // Another tenant's agent is as unknown as one that does not exist (CONTRACT v3 §15).
+    let agent = Owned::Agent(draft.agent_id);
+    if let Some(owner) = owners::tenant_of(state.pool(), agent).await?
+        && !access::sees(&caller, &owner)
+    {
+        return Err(api_error(ManageError::UnknownAgent(draft.agent_id)));
+    }
     let row = manage::create(state.pool(), state.settings(), draft, Utc::now())
         .await
         .map_err(api_error)?;
@@ -84,9 +95,12 @@ pub async fn create_schedule(
 )]
 pub async fn list_schedules(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ScheduleList>, ApiError> {
-    let schedules = rows::list(state.pool(), query.agent_id).await?;
+    let mut schedules = rows::list(state.pool(), query.agent_id).await?;
+    // The caller's tenant's only (CONTRACT v3 §15).
+    schedules.retain(|row| access::sees(&caller, &row.tenant_id));
     let ids: Vec<Uuid> = schedules.iter().map(|row| row.schedule_id).collect();
     let mut recent: HashMap<Uuid, Vec<fires::FireRow>> = HashMap::new();
     for fire in fires::recent(state.pool(), &ids, LIST_FIRES).await? {

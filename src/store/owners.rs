@@ -1,0 +1,29 @@
+//! Which tenant an object named in a request belongs to (CONTRACT v3 §15): a task, an agent
+//! or a schedule. The gateway answers 404 for another tenant's.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// An object a route names by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owned {
+    Task(Uuid),
+    Agent(Uuid),
+    Schedule(Uuid),
+}
+
+/// The tenant of `object`, `None` when there is no such object.
+pub async fn tenant_of(pool: &PgPool, object: Owned) -> sqlx::Result<Option<String>> {
+    let (query, id) = match object {
+        Owned::Task(task_id) => return super::steering::tenant_of(pool, task_id).await,
+        Owned::Agent(agent_id) => ("SELECT tenant_id FROM agents WHERE agent_id = $1", agent_id),
+        Owned::Schedule(schedule_id) => (
+            "SELECT tenant_id FROM schedules WHERE schedule_id = $1",
+            schedule_id,
+        ),
+    };
+    sqlx::query_scalar(query)
+        .bind(id)
+        .fetch_optional(pool)
+        .await
+}
