@@ -77,10 +77,10 @@ pub async fn adopt_tombstone(
                     tenant_id = COALESCE((SELECT tenant_id FROM agents WHERE agent_id = $2), \
                                          tenant_id) \
              WHERE task_id = $1 AND {TOMBSTONE} \
-             RETURNING tenant_id \
+             RETURNING tenant_id, created_at \
          ), moved AS ( \
              UPDATE events SET tenant_id = adopted.tenant_id FROM adopted \
-             WHERE events.task_id = $1 \
+             WHERE events.task_id = $1 AND events.task_created_at = adopted.created_at \
          ) \
          SELECT EXISTS (SELECT 1 FROM adopted)"
     ))
