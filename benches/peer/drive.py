@@ -9,6 +9,7 @@ import asyncio
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -68,9 +69,16 @@ async def run_task(graph, index: int, steps: int, durability: str, prefix: str =
 
 
 async def run_load(
-    graphs: list, tasks: int, concurrency: int, steps: int, durability: str, timeout_s: float
+    graphs: list,
+    tasks: int,
+    concurrency: int,
+    steps: int,
+    durability: str,
+    timeout_s: float,
+    answered: Callable[[], Awaitable[int]],
 ) -> list[TaskResult]:
-    """Every task's result, or TimeoutError after `timeout_s`."""
+    """Every task's result, or TimeoutError after `timeout_s`. `answered` says how many
+    model calls the model has answered so far (for the progress lines)."""
     results: list[TaskResult] = []
     next_index = 0
     began = time.perf_counter()
@@ -87,10 +95,11 @@ async def run_load(
         while True:
             await asyncio.sleep(PROGRESS_EVERY_S)
             secs = time.perf_counter() - began
-            done = sum(r.recursions for r in results)
+            calls = await answered()
             print(
                 f"[peer] {secs:6.1f} s: {len(results)}/{tasks} ended, "
-                f"{next_index - len(results)} running, {done} recursions of ended tasks",
+                f"{next_index - len(results)} running, {calls} model calls answered "
+                f"({calls / secs:.0f}/s)",
                 file=sys.stderr,
             )
 

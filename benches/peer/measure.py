@@ -96,8 +96,18 @@ async def measure_load(args, url: str, model) -> dict:
             procfs.process_cpu_secs("self"),
             procfs.process_cpu_secs(model.pid),
         )
+
+        async def answered() -> int:
+            return (await model.stats())["answered"] - answered_before
+
         results = await drive.run_load(
-            graphs, args.tasks, args.concurrency, args.steps, args.durability, args.timeout_s
+            graphs,
+            args.tasks,
+            args.concurrency,
+            args.steps,
+            args.durability,
+            args.timeout_s,
+            answered,
         )
         services = procfs.cpu_by_service(processes, procfs.cpu_by_process())
         resources = report.Resources(

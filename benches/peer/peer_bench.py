@@ -22,9 +22,11 @@ import resource
 import sys
 
 DURABILITIES = ("async", "sync", "exit")
-# Per recursion, beyond the model's latency, for the automatic timeout: generous, LangGraph
-# on a loaded 2-core machine takes tens of milliseconds per recursion at 50 at once.
+# For the automatic timeout, generous on a loaded 2-core machine: per recursion of a task,
+# beyond the model's latency, and per recursion of the whole load, because one
+# AsyncPostgresSaver runs its database operations one at a time for all tasks.
 TIMEOUT_MS_PER_RECURSION = 250
+TIMEOUT_MS_PER_SERIAL_RECURSION = 50
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -95,8 +97,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.db_pool = min(args.concurrency + 4, 32)
     if args.timeout_s <= 0:
         waves = -(-args.tasks // args.concurrency)
-        per_task_ms = (args.steps + 1) * (args.llm_latency_ms + TIMEOUT_MS_PER_RECURSION)
-        args.timeout_s = 60 + waves * per_task_ms / 1000
+        recursions = args.steps + 1
+        per_task_ms = recursions * (args.llm_latency_ms + TIMEOUT_MS_PER_RECURSION)
+        serial_ms = args.tasks * recursions * TIMEOUT_MS_PER_SERIAL_RECURSION
+        args.timeout_s = 60 + (waves * per_task_ms + serial_ms) / 1000
     return args
 
 
