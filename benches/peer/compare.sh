@@ -107,5 +107,9 @@ for round in $(seq 1 "$rounds"); do
     done
   done
 done
-[ "$smoke" = 1 ] && echo "(smoke sizes: figures prove the set-up only)"
-python3 "$here/compare.py" "$out/runs.jsonl"
+if [ "$smoke" = 1 ]; then
+  echo "(smoke sizes: the figures prove the set-up only)"
+  python3 "$here/compare.py" --smoke "$out/runs.jsonl"
+else
+  python3 "$here/compare.py" "$out/runs.jsonl"
+fi
