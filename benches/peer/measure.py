@@ -58,6 +58,32 @@ async def check_states(graph, results, steps: int) -> None:
             )
 
 
+class Window:
+    """The /proc readings at the start of the load, and what was used since."""
+
+    def __init__(self, model_pid: int) -> None:
+        self.model_pid = model_pid
+        self.load = procfs.load_average()
+        self.rss_mib = procfs.vm_kib("self", "VmRSS") / 1024
+        self.processes = procfs.cpu_by_process()
+        self.host = procfs.host_busy_secs()
+        self.me = procfs.process_cpu_secs("self")
+        self.model = procfs.process_cpu_secs(model_pid)
+
+    def resources(self) -> report.Resources:
+        services = procfs.cpu_by_service(self.processes, procfs.cpu_by_process())
+        return report.Resources(
+            peak_rss_mib=procfs.vm_kib("self", "VmHWM") / 1024,
+            rss_before_load_mib=self.rss_mib,
+            worker_cpu_s=procfs.process_cpu_secs("self") - self.me,
+            model_cpu_s=procfs.process_cpu_secs(self.model_pid) - self.model,
+            host_busy_s=procfs.host_busy_secs() - self.host,
+            postgres_cpu_s=services.get("postgres", 0.0),
+            rabbitmq_cpu_s=services.get("rabbitmq", 0.0),
+            host_load_1m=self.load,
+        )
+
+
 async def measure_load(args, url: str, model) -> dict:
     pool = AsyncConnectionPool(
         url,
@@ -88,14 +114,7 @@ async def measure_load(args, url: str, model) -> dict:
             f"durability {args.durability}, pool {args.db_pool}, savers {args.savers}",
             file=sys.stderr,
         )
-        load_before = procfs.load_average()
-        rss_before = procfs.vm_kib("self", "VmRSS") / 1024
-        processes = procfs.cpu_by_process()
-        host, me, fake = (
-            procfs.host_busy_secs(),
-            procfs.process_cpu_secs("self"),
-            procfs.process_cpu_secs(model.pid),
-        )
+        window = Window(model.pid)
 
         async def answered() -> int:
             return (await model.stats())["answered"] - answered_before
@@ -109,17 +128,7 @@ async def measure_load(args, url: str, model) -> dict:
             args.timeout_s,
             answered,
         )
-        services = procfs.cpu_by_service(processes, procfs.cpu_by_process())
-        resources = report.Resources(
-            peak_rss_mib=procfs.vm_kib("self", "VmHWM") / 1024,
-            rss_before_load_mib=rss_before,
-            worker_cpu_s=procfs.process_cpu_secs("self") - me,
-            model_cpu_s=procfs.process_cpu_secs(model.pid) - fake,
-            host_busy_s=procfs.host_busy_secs() - host,
-            postgres_cpu_s=services.get("postgres", 0.0),
-            rabbitmq_cpu_s=services.get("rabbitmq", 0.0),
-            host_load_1m=load_before,
-        )
+        resources = window.resources()
         problems = [f"thread {r.thread_id}: {r.problem}" for r in results if r.problem]
         if problems:
             raise RunFailed(
