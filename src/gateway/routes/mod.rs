@@ -9,6 +9,7 @@ mod budget;
 pub mod fork;
 pub mod llm_calls;
 pub mod overview;
+pub mod rerun;
 pub mod resolve;
 pub mod schedules;
 pub mod steering;
@@ -38,6 +39,7 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(steering::inject_task))
         .routes(routes!(steering::task_state))
         .routes(routes!(fork::fork))
+        .routes(routes!(rerun::rerun_task))
         .routes(routes!(approvals::decide_call))
         .routes(routes!(approvals::list_approvals))
         .routes(routes!(resolve::resolve_call))
