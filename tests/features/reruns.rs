@@ -11,9 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::approvals::{decide_now, decision};
+use crate::budgets_and_steering::control;
 use crate::support::gateway::Gateway;
 use crate::support::harness::{self, TestEnv};
 use crate::support::process::env_for;
+use crate::support::wait;
+use agentd::contract::ControlMessage;
+use agentd::contract::control::{Pause, Resume};
 use agentd::core::approval::DecisionKind;
 use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply};
 use agentd::store::versions::{self, Draft};
@@ -277,6 +281,72 @@ async fn a_side_effecting_tool_never_runs_again_in_a_recorded_rerun() {
     assert!(!refused[0].2);
     let error = refused[0].4.clone().unwrap_or_default();
     assert!(error.contains("tools = live"), "{error}");
+    env.stop().await;
+}
+
+/// The test MCP server's `sleep` runs this long in the rerun: the window in which the test
+/// pauses the rerun, after seeing its `tool.started` (a pause then takes effect before the
+/// next LLM call).
+const SLEEP_MS: u64 = 1500;
+
+#[tokio::test]
+async fn a_paused_rerun_resumes_from_its_row_still_answered_from_the_record() {
+    let server = harness::test_mcp_server("t", &[]);
+    let env = TestEnv::start_with(|s| s.tools.mcp = vec![server]).await;
+    let agent = env.agent(None, Some(&["t__sleep"])).await;
+    let marker = "rerun-paused";
+    env.fake.script(
+        marker,
+        vec![
+            call_tool_reply(vec![("t__sleep", json!({"ms": SLEEP_MS}))]),
+            answer_reply("slept"),
+        ],
+    );
+    let source = env.submit(agent, &format!("{marker}: sleep")).await;
+    assert_eq!(env.wait_terminal(source).await.status, "completed");
+    let asked = env.fake.requests_for(marker).len();
+
+    // Tools live (the sleep runs), the model recorded; paused while the tool sleeps.
+    let task_id = rerun(&env, &[&source.to_string(), "--tools", "live"]);
+    wait::until_true(
+        "the rerun's tool starts",
+        wait::NEXT_STEP_WITHIN,
+        || async {
+            let events = env.stored_events(task_id).await;
+            events.iter().any(|e| e["type"] == "tool.started")
+        },
+    )
+    .await;
+    control(&env, ControlMessage::Pause(Pause { task_id })).await;
+    env.wait_status(task_id, "waiting").await;
+    // Resumed by a message rebuilt from the row, which carries no `rerun`: the row does.
+    let resume = Resume {
+        task_id,
+        budget: None,
+    };
+    control(&env, ControlMessage::Resume(resume)).await;
+    let ended = env.wait_terminal(task_id).await;
+    assert_eq!(
+        (ended.status.as_str(), ended.answer.as_deref()),
+        ("completed", Some("slept"))
+    );
+    let events = env.stored_events(task_id).await;
+    assert_eq!(event(&events, "task.waiting")["reason"], "paused");
+    assert_eq!(event(&events, "task.resumed")["reason"], "resumed");
+    assert_eq!(
+        env.fake.requests_for(marker).len(),
+        asked,
+        "the resumed rerun asked the model"
+    );
+    let served: Vec<Option<String>> = llm_calls(&env, task_id)
+        .await
+        .into_iter()
+        .map(|c| c.3)
+        .collect();
+    assert_eq!(
+        served,
+        [Some("recorded".to_owned()), Some("recorded".to_owned())]
+    );
     env.stop().await;
 }
 
