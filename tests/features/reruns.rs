@@ -429,3 +429,48 @@ async fn a_rerun_of_an_unknown_or_foreign_source_or_with_a_bad_mode_is_rejected(
     gateway.stop().await;
     env.stop().await;
 }
+
+/// Reruns in the measurement below: enough for a rate, few enough for a debug build.
+const MEASURED_RERUNS: usize = 200;
+
+/// A figure, not a timed test: how long `MEASURED_RERUNS` recorded reruns of one
+/// three-recursion task take from publish to their last end with the test settings
+/// (`cargo test --test features reruns::measure -- --ignored --nocapture`).
+#[tokio::test]
+#[ignore = "a measurement; run on demand"]
+async fn measure_recorded_reruns() {
+    let env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "rerun-measure";
+    env.fake.script(
+        marker,
+        vec![
+            plan_reply(&[("1", "compute 6*7"), ("2", "answer")]),
+            call_tool_reply(vec![("calculate", json!({"expression": "6*7"}))]),
+            answer_reply("6*7 = 42"),
+        ],
+    );
+    let source = env.submit(agent, &format!("{marker}: what is 6*7?")).await;
+    assert_eq!(env.wait_terminal(source).await.status, "completed");
+    let asked = env.fake.requests_for(marker).len();
+    let started = std::time::Instant::now();
+    let mut ids = Vec::with_capacity(MEASURED_RERUNS);
+    for _ in 0..MEASURED_RERUNS {
+        let task_id = Uuid::now_v7();
+        let body = json!({"task_id": task_id, "rerun": {"source_task_id": source}});
+        env.publish_raw(body.to_string().as_bytes()).await;
+        ids.push(task_id);
+    }
+    for task_id in &ids {
+        assert_eq!(env.wait_terminal(*task_id).await.status, "completed");
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(env.fake.requests_for(marker).len(), asked);
+    println!(
+        "{MEASURED_RERUNS} recorded reruns of a 3-recursion task: {:.2} s ({:.0} per second, worker.concurrency {})",
+        elapsed.as_secs_f64(),
+        MEASURED_RERUNS as f64 / elapsed.as_secs_f64(),
+        env.settings.worker.concurrency
+    );
+    env.stop().await;
+}
