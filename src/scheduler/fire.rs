@@ -66,6 +66,7 @@ pub async fn fire_due(
         publish(outlet, &messages).await?;
         tx.commit().await?;
         log(schedule_id, &decisions);
+        crate::metrics::schedule_fires(&decisions.fires);
         decided.extend(decisions.fires);
         if !decisions.more_due {
             return Ok(decided);
@@ -91,6 +92,7 @@ pub async fn trigger(
     publish(outlet, &messages).await?;
     tx.commit().await?;
     tracing::info!(%schedule_id, fire_at = %fire.fire_at, task_id = ?fire.task_id, "schedule triggered");
+    crate::metrics::schedule_fires(&[fire]);
     Ok(Some(fire))
 }
 
