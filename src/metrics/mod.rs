@@ -135,6 +135,18 @@ pub fn observe_event(event: &Event) {
     }
 }
 
+/// Records schedule fires decided and committed (`agentd_schedule_fires_total{decision}`).
+pub fn schedule_fires(fires: &[crate::core::schedule::Fire]) {
+    for fire in fires {
+        counter!(SCHEDULE_FIRES, "decision" => fire.decision.as_str()).increment(1);
+    }
+}
+
+/// Whether this worker holds the scheduler lock now (`agentd_scheduler_holder`).
+pub fn scheduler_holder(holds: bool) {
+    gauge!(SCHEDULER_HOLDER).set(if holds { 1.0 } else { 0.0 });
+}
+
 fn task_ended(status: &'static str, reason: &'static str, iterations: u32) {
     counter!(TASKS_ENDED, "status" => status, "reason" => reason).increment(1);
     if status != "rejected" {

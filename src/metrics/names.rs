@@ -64,6 +64,12 @@ pub const CONTROL_REJECTED: &str = "agentd_control_rejected_total";
 /// `pause`, `fail`).
 pub const TASK_STALLS: &str = "agentd_task_stalls_total";
 
+/// Counter {decision}: schedule fires decided (CONTRACT §14), by the decision recorded in
+/// `schedule_fires` (enqueued, triggered, skipped_overlap, skipped_missed, buffered, capped).
+pub const SCHEDULE_FIRES: &str = "agentd_schedule_fires_total";
+/// Gauge: 1 on the worker that holds the scheduler lock (runs the scheduler), 0 elsewhere.
+pub const SCHEDULER_HOLDER: &str = "agentd_scheduler_holder";
+
 /// The action types of seed 002 (anything else is labelled `other`, none is `none`).
 pub const ACTION_TYPES: [&str; 4] = ["CALL_TOOL", "RE_PLAN", "REFLECT", "ANSWER"];
 /// The `task.failed` reasons of CONTRACT §3.
@@ -123,4 +129,9 @@ pub(super) fn describe() {
         "Control messages dropped unapplied, by reason"
     );
     describe_counter!(TASK_STALLS, "Stalls detected, by the action taken");
+    describe_counter!(SCHEDULE_FIRES, "Schedule fires decided, by decision");
+    describe_gauge!(
+        SCHEDULER_HOLDER,
+        "1 while this worker holds the scheduler lock, else 0"
+    );
 }

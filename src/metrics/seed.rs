@@ -73,6 +73,10 @@ pub(super) fn fixed() {
     ] {
         counter!(TASK_STALLS, "action" => action.as_str()).increment(0);
     }
+    for decision in crate::core::schedule::Decision::ALL {
+        counter!(SCHEDULE_FIRES, "decision" => decision.as_str()).increment(0);
+    }
+    gauge!(SCHEDULER_HOLDER).set(0.0);
     tools();
     llm();
 }

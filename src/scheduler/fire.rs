@@ -1,4 +1,5 @@
-//! One schedule's due fires in one transaction, and a manual trigger (CONTRACT v3 §14).
+//! One schedule's due fires in one transaction, and a manual trigger (CONTRACT v3 §14),
+//! optionally with an Idempotency-Key (the same key within a day fires once).
 //!
 //! The transaction locks the schedule's row, reads what `core::schedule::decide` needs,
 //! records every decision in `schedule_fires`, inserts each fire's task `pending` (its id
@@ -60,17 +61,30 @@ pub async fn fire_due(
         };
         let seen = seen(&mut tx, &row, &schedule.policy, now, grace).await?;
         let decisions = schedule::decide(&schedule, &seen, now, grace);
-        let messages = record(&mut tx, &row, &decisions.fires).await?;
+        let messages = record(&mut tx, &row, &decisions.fires, None).await?;
         let buffered = buffered_after(seen.buffered, &decisions.fires);
         fires::set_next(&mut tx, schedule_id, decisions.next_fire_at, buffered).await?;
         publish(outlet, &messages).await?;
         tx.commit().await?;
         log(schedule_id, &decisions);
+        crate::metrics::schedule_fires(&decisions.fires);
         decided.extend(decisions.fires);
         if !decisions.more_due {
             return Ok(decided);
         }
     }
+}
+
+/// How long a trigger's Idempotency-Key is kept: the same key within a day of a trigger
+/// (by fire time) gets that trigger's fire back; after it, the key fires again.
+pub const TRIGGER_KEY_KEPT: TimeDelta = TimeDelta::days(1);
+
+/// A manual trigger's fire, and whether an earlier trigger with the same key made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Triggered {
+    pub fire: Fire,
+    /// True: nothing fired now; `fire` is the earlier trigger's (same Idempotency-Key).
+    pub repeated: bool,
 }
 
 /// A manual trigger of `schedule_id` at `now` (whatever its pause, overlap and cap): the
@@ -81,17 +95,55 @@ pub async fn trigger(
     schedule_id: Uuid,
     now: DateTime<Utc>,
 ) -> anyhow::Result<Option<Fire>> {
+    let triggered = trigger_keyed(conn, outlet, schedule_id, now, None).await?;
+    Ok(triggered.map(|triggered| triggered.fire))
+}
+
+/// [`trigger`] with an Idempotency-Key: when a trigger of the schedule with the same `key`
+/// fired within [`TRIGGER_KEY_KEPT`] before `now`, its fire is returned and nothing fires.
+/// Two triggers with one key at once are one after the other (the schedule's row lock), so
+/// the second finds the first.
+pub async fn trigger_keyed(
+    conn: &mut PgConnection,
+    outlet: Outlet<'_>,
+    schedule_id: Uuid,
+    now: DateTime<Utc>,
+    key: Option<&str>,
+) -> anyhow::Result<Option<Triggered>> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let Some(row) = rows::lock(&mut tx, schedule_id).await? else {
         tx.rollback().await?;
         return Ok(None);
     };
+    if let Some(key) = key {
+        let since = now - TRIGGER_KEY_KEPT;
+        if let Some((fire_at, task_id)) =
+            fires::triggered_with(&mut tx, schedule_id, key, since).await?
+        {
+            tx.rollback().await?;
+            let fire = Fire {
+                fire_at,
+                decision: Decision::Triggered,
+                task_id,
+            };
+            tracing::info!(%schedule_id, fire_at = %fire.fire_at, task_id = ?fire.task_id,
+                "schedule trigger repeated with its Idempotency-Key; nothing fired");
+            return Ok(Some(Triggered {
+                fire,
+                repeated: true,
+            }));
+        }
+    }
     let fire = schedule::trigger(schedule_id, now);
-    let messages = record(&mut tx, &row, &[fire]).await?;
+    let messages = record(&mut tx, &row, &[fire], key).await?;
     publish(outlet, &messages).await?;
     tx.commit().await?;
     tracing::info!(%schedule_id, fire_at = %fire.fire_at, task_id = ?fire.task_id, "schedule triggered");
-    Ok(Some(fire))
+    crate::metrics::schedule_fires(&[fire]);
+    Ok(Some(Triggered {
+        fire,
+        repeated: false,
+    }))
 }
 
 /// The schedule as the core takes it.
@@ -152,6 +204,7 @@ async fn record(
     conn: &mut PgConnection,
     row: &ScheduleRow,
     decided: &[Fire],
+    trigger_key: Option<&str>,
 ) -> anyhow::Result<Vec<Vec<u8>>> {
     let template = TaskTemplate::from_stored(row.schedule_id, &row.task_template);
     let mut messages = Vec::new();
@@ -162,6 +215,7 @@ async fn record(
             fire_at: fire.fire_at,
             decision: fire.decision.as_str(),
             task_id: fire.task_id,
+            trigger_key,
         };
         fires::record(conn, &record).await?;
         let Some(task_id) = fire.task_id else {

@@ -139,8 +139,21 @@ pub async fn trigger(
     schedule_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Fire, ManageError> {
+    let triggered = trigger_keyed(pool, outlet, schedule_id, now, None).await?;
+    Ok(triggered.fire)
+}
+
+/// [`trigger`] with an Idempotency-Key: the same key within a day gets the first
+/// trigger's fire back (`repeated`) instead of firing again.
+pub async fn trigger_keyed(
+    pool: &PgPool,
+    outlet: Outlet<'_>,
+    schedule_id: Uuid,
+    now: DateTime<Utc>,
+    key: Option<&str>,
+) -> Result<fire::Triggered, ManageError> {
     let mut conn = pool.acquire().await?;
-    fire::trigger(&mut conn, outlet, schedule_id, now)
+    fire::trigger_keyed(&mut conn, outlet, schedule_id, now, key)
         .await?
         .ok_or(ManageError::UnknownSchedule(schedule_id))
 }

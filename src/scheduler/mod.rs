@@ -54,6 +54,7 @@ pub fn spawn(
             match round {
                 Ok(()) => failing = false,
                 Err(err) => {
+                    crate::metrics::scheduler_holder(false);
                     if let Some(lost) = session.take() {
                         if lost.holds() {
                             tracing::warn!(error = %format!("{err:#}"),
@@ -68,6 +69,7 @@ pub fn spawn(
                 }
             }
         }
+        crate::metrics::scheduler_holder(false);
         if let Some(session) = session {
             let held = session.holds();
             session.close().await;
@@ -93,7 +95,9 @@ async fn round(
         return Ok(());
     };
     let held = session.holds();
-    if !session.try_take().await? {
+    let holds = session.try_take().await?;
+    crate::metrics::scheduler_holder(holds);
+    if !holds {
         return Ok(());
     }
     if !held {

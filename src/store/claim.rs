@@ -45,12 +45,19 @@ pub struct ResumePoint {
     pub confirmed_seq: i64,
 }
 
-/// Takes the task for `owner` for `lease_secs` seconds if nobody else holds it.
+/// Takes the task for `owner` for `lease_secs` seconds if nobody else holds it, and pins it
+/// to `version` (CONTRACT v3 §11: the version intake chose and read the agent at) unless it
+/// is pinned already. The pin is needed here as well as at intake: a producer that
+/// publishes a task's message and then records its row `pending` (the gateway) may commit
+/// the row while intake's statement runs; intake's insert then finds the row (it waited for
+/// it) but its pin, which reads the snapshot the statement started with, does not, and the
+/// row would stay unpinned.
 pub async fn claim(
     pool: &PgPool,
     task_id: Uuid,
     owner: Uuid,
     lease_secs: f64,
+    version: Option<i32>,
 ) -> sqlx::Result<Claim> {
     let mut tx = pool.begin().await?;
     let row: Option<ClaimRow> = sqlx::query_as(
@@ -79,12 +86,14 @@ pub async fn claim(
         "UPDATE tasks SET status = 'running', started_at = COALESCE(started_at, now()), \
                 lease_owner = $2, lease_until = now() + make_interval(secs => $3), \
                 updated_at = now(), resume_reason = NULL, resume_budget = NULL, \
-                pending_guidance = NULL, wait_reason = NULL \
+                pending_guidance = NULL, wait_reason = NULL, \
+                agent_version = COALESCE(agent_version, $4) \
          WHERE task_id = $1",
     )
     .bind(task_id)
     .bind(owner)
     .bind(lease_secs)
+    .bind(version)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -202,10 +202,10 @@ async fn run(
         (true, true) => {
             match admission::admit(&deps.fleet, spec.task_id, &agent.tenant_id).await? {
                 Admitted::Held => return Ok(Handled::Finished),
-                Admitted::Run | Admitted::Gone => take(deps, spec, shutdown).await?,
+                Admitted::Run | Admitted::Gone => take(deps, spec, agent.version, shutdown).await?,
             }
         }
-        (false, _) => take(deps, spec, shutdown).await?,
+        (false, _) => take(deps, spec, agent.version, shutdown).await?,
     };
     let start = match start {
         Some(start) => start,
@@ -299,10 +299,12 @@ enum Start {
 
 /// Claims a task whose row existed. While another live worker holds it (a redelivery while its first
 /// consumer still runs it), waits: the holder either finishes it (then this message is a
-/// duplicate) or dies (its lease expires and this worker resumes it). `None`: nothing to run.
+/// duplicate) or dies (its lease expires and this worker resumes it). A row still unpinned
+/// is pinned to `version`, the one intake read the agent at. `None`: nothing to run.
 async fn take(
     deps: &WorkerDeps,
     spec: &TaskSpec,
+    version: Option<i32>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<Start>> {
     let poll = Duration::from_secs_f64((deps.lease_secs / 4.0).clamp(0.05, 5.0));
@@ -312,6 +314,7 @@ async fn take(
             spec.task_id,
             deps.fleet.worker_id,
             deps.lease_secs,
+            version,
         )
         .await?;
         match claim {

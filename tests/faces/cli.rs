@@ -5,9 +5,10 @@
 //! does not exist or has ended, `submit --wait` with no worker or a task that already ran or
 //! a `--timeout`, `watch --task` of stored then live events, `agentd dev` on a busy port, a
 //! database that does not exist, a binary run outside the checkout, misspelled configuration
-//! keys, pending approvals in `trace` and `agentd approvals`, and a replay with nothing to
-//! replay logging no error.
+//! keys, pending approvals in `trace` and `agentd approvals`, a replay with nothing to
+//! replay logging no error, and `agentd resolve` of a held call with its mistakes.
 
+mod resolve;
 mod setup;
 mod tasks;
 

@@ -33,4 +33,5 @@ mod schedules;
 mod stalls;
 mod tenants;
 mod unknown_outcomes;
+mod version_pins;
 mod who_may_steer;

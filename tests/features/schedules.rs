@@ -2,13 +2,15 @@
 //! `agentd worker` binary killed under it, the fire decisions the driver records (overlap
 //! while a run waits for approval, catch-up after every worker was down, buffer_one, the
 //! daily cap, a DST change driven through `scheduler::tick` with a clock the test sets),
-//! the gateway's `/v1/schedules` and `/v1/tasks`, the page's data, and the CLI's answers.
+//! the gateway's `/v1/schedules` and `/v1/tasks` (a trigger's Idempotency-Key), the page's
+//! data, and the CLI's answers.
 
 mod clock;
 mod faces;
 mod fleet;
 mod listing;
 mod overlap;
+mod trigger_keys;
 
 use std::time::Duration;
 

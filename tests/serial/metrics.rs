@@ -1,7 +1,8 @@
 //! The worker's operations listener over real HTTP: `/healthz`, `/readyz`, and a scrape of
 //! `/metrics` before and after real tasks (an LLM retry, a tool call, an answer, a rejected
 //! message that is dead-lettered) showing the counters and histograms moved; and, from the
-//! real binary, an MCP server connected at start reported up from the first scrape. The
+//! real binary, an MCP server connected at start reported up from the first scrape, and the
+//! scheduler's holder gauge and fire counter on two worker binaries. The
 //! recorder is the process's: the exact moves hold only while no other test runs a task
 //! in this process, hence the `serial` tier.
 
@@ -210,4 +211,58 @@ async fn an_mcp_server_connected_at_start_is_reported_up() {
     drop(worker);
     env.stop().await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The scheduler's metrics from two worker binaries (each a process, and a recorder, of its
+/// own): the one that holds the scheduler lock reports `agentd_scheduler_holder` 1 and
+/// counts the fires it decides in `agentd_schedule_fires_total{decision}`; the other
+/// reports 0 and counts none.
+#[tokio::test]
+async fn the_scheduler_holder_reports_itself_and_counts_its_fires() {
+    let _alone = crate::alone().await;
+    let env = TestEnv::without_worker(|_| {}).await;
+    let agent = env.agent(None, None).await;
+    let addrs = [harness::free_local_addr(), harness::free_local_addr()];
+    let first = WorkerProcess::spawn(&env.settings, &[("AGENTD__METRICS__BIND", &addrs[0])]);
+    let holder = r#"agentd_scheduler_holder"#;
+    let enqueued = r#"agentd_schedule_fires_total{decision="enqueued"}"#;
+    // Seeded at 0 before the first fire.
+    let what = Says(|| format!("the first worker holds the scheduler: {}", first.log()));
+    wait::until_true(what, WORKER_READY_WITHIN, || async {
+        let (status, body) = harness::http_get(&addrs[0], "/metrics").await;
+        status == 200 && Scrape(parse(&body)).get(holder) == 1.0
+    })
+    .await;
+    let second = WorkerProcess::spawn(&env.settings, &[("AGENTD__METRICS__BIND", &addrs[1])]);
+    let draft = agentd::scheduler::spec::Draft {
+        agent_id: agent,
+        every: Some("1s".to_owned()),
+        input: "metrics-schedule".to_owned(),
+        ..Default::default()
+    };
+    agentd::scheduler::manage::create(&env.pool, &env.settings, draft, chrono::Utc::now())
+        .await
+        .expect("the schedule is created");
+    let what = Says(|| format!("the holder counts fires: {}", first.log()));
+    wait::until_true(what, NEXT_STEP_WITHIN, || async {
+        Scrape::take(&addrs[0]).await.get(enqueued) >= 2.0
+    })
+    .await;
+    let what = Says(|| format!("the second worker serves metrics: {}", second.log()));
+    wait::until_true(what, WORKER_READY_WITHIN, || async {
+        harness::http_get(&addrs[1], "/metrics").await.0 == 200
+    })
+    .await;
+    let standby = Scrape::take(&addrs[1]).await;
+    let seeded = |scrape: &Scrape, key: &str| scrape.0.get(&normalize(key)).copied();
+    assert_eq!(seeded(&standby, holder), Some(0.0), "{:?}", standby.0);
+    assert_eq!(
+        seeded(&standby, enqueued),
+        Some(0.0),
+        "the standby decides nothing"
+    );
+    assert_eq!(Scrape::take(&addrs[0]).await.get(holder), 1.0);
+    drop(second);
+    drop(first);
+    env.stop().await;
 }

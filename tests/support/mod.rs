@@ -1,5 +1,6 @@
 pub mod gateway;
 pub mod harness;
+pub mod held;
 pub mod observe;
 pub mod process;
 pub mod schema;

@@ -608,6 +608,8 @@ const HANDLERS = {
     const entry = toolOf(data.tool_call_id);
     if (!entry) return;
     entry.resolved = true;
+    // A call run again (retry) completes after this: its outcome is added, not shown instead.
+    entry.decided = true;
     const by = data.by ? ` by ${data.by}` : '';
     entry.status.textContent = `resolved ${data.outcome}${by}`;
     entry.status.className = data.outcome === 'succeeded' || data.outcome === 'retry' ? 'ok' : 'bad';

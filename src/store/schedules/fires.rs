@@ -71,6 +71,8 @@ pub struct FireRecord<'a> {
     pub fire_at: DateTime<Utc>,
     pub decision: &'a str,
     pub task_id: Option<Uuid>,
+    /// The Idempotency-Key of the manual trigger that made the fire, if it had one.
+    pub trigger_key: Option<&'a str>,
 }
 
 /// Records a fire. A fire recorded before is overwritten only when it made no task (a
@@ -78,10 +80,12 @@ pub struct FireRecord<'a> {
 /// skipped fire takes its place): a decision that made a task stays.
 pub async fn record(conn: &mut PgConnection, fire: &FireRecord<'_>) -> sqlx::Result<()> {
     sqlx::query(
-        "INSERT INTO schedule_fires (schedule_id, fire_at, decision, task_id, tenant_id) \
-         VALUES ($1, $2, $3, $4, $5) \
+        "INSERT INTO schedule_fires (schedule_id, fire_at, decision, task_id, tenant_id, \
+                                     trigger_key) \
+         VALUES ($1, $2, $3, $4, $5, $6) \
          ON CONFLICT (schedule_id, fire_at) DO UPDATE \
-             SET decision = EXCLUDED.decision, task_id = EXCLUDED.task_id, decided_at = now() \
+             SET decision = EXCLUDED.decision, task_id = EXCLUDED.task_id, decided_at = now(), \
+                 trigger_key = EXCLUDED.trigger_key \
              WHERE schedule_fires.task_id IS NULL",
     )
     .bind(fire.schedule_id)
@@ -89,9 +93,30 @@ pub async fn record(conn: &mut PgConnection, fire: &FireRecord<'_>) -> sqlx::Res
     .bind(fire.decision)
     .bind(fire.task_id)
     .bind(fire.tenant_id)
+    .bind(fire.trigger_key.map(crate::core::storable::text))
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The fire (its time and task) of the latest trigger of `schedule_id` made with
+/// Idempotency-Key `key` at or after `since`, if any.
+pub async fn triggered_with(
+    conn: &mut PgConnection,
+    schedule_id: Uuid,
+    key: &str,
+    since: DateTime<Utc>,
+) -> sqlx::Result<Option<(DateTime<Utc>, Option<Uuid>)>> {
+    sqlx::query_as(
+        "SELECT fire_at, task_id FROM schedule_fires \
+         WHERE schedule_id = $1 AND trigger_key = $2 AND fire_at >= $3 \
+         ORDER BY fire_at DESC LIMIT 1",
+    )
+    .bind(schedule_id)
+    .bind(crate::core::storable::text(key))
+    .bind(since)
+    .fetch_optional(conn)
+    .await
 }
 
 /// The task row of a fire, recorded `pending` before its message is published.

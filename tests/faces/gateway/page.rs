@@ -1,12 +1,15 @@
 //! The live trace page in headless Chromium, driven by tests/e2e/page.test.mjs
 //! (playwright-core): submit on the page, see the answer and the checked-off plan, reopen
-//! the task by URL, fork it and see the fork's plan, and no scrollbar on the empty page.
+//! the task by URL, fork it and see the fork's plan, and no scrollbar on the empty page;
+//! and (tests/e2e/resolve.test.mjs) a held call of unknown outcome resolved by each of the
+//! page's four buttons (Succeeded, Failed, Retry, Skip), each on its own task.
 //! Fails, saying what to install, when node, Chromium or playwright-core is missing.
 
 use std::time::Duration;
 
 use crate::support::gateway::Gateway;
 use crate::support::harness::TestEnv;
+use crate::support::held::{HELD_CALL, held_calls};
 use agentd::scripted_model::ModelReply;
 use serde_json::{Value, json};
 
@@ -164,4 +167,111 @@ async fn the_page_runs_a_task_in_headless_chromium() {
     );
     gateway.stop().await;
     env.stop().await;
+}
+
+/// What each of the page's four buttons leaves in the ledger: the call's state and success,
+/// and how often the charge ran under the call's key after the kill (`retry` alone runs it).
+const BUTTONS: [(&str, &str, bool, usize); 4] = [
+    ("succeeded", "succeeded", true, 0),
+    ("failed", "failed", false, 0),
+    ("retry", "succeeded", true, 1),
+    ("skip", "failed", false, 0),
+];
+
+#[tokio::test]
+async fn the_page_resolves_held_calls_with_each_of_its_four_buttons() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let e2e = root.join("tests/e2e");
+    if let Err(missing) = page_test_prerequisites(&e2e) {
+        panic!("the page end-to-end test cannot run: {missing}");
+    }
+    // One task per button, each with its `charge` call held (outcome unknown).
+    let held = held_calls(BUTTONS.len()).await;
+    let env = &held.env;
+    let gateway = Gateway::start(env, &["page-token"]).await;
+    let charged_before: Vec<usize> = held.tasks.iter().map(|t| held.charges(*t)).collect();
+    let pairs: Vec<String> = (held.tasks.iter().zip(BUTTONS))
+        .map(|(task_id, (outcome, ..))| format!("{task_id}={outcome}"))
+        .collect();
+    let run = tokio::process::Command::new("node")
+        .arg(e2e.join("resolve.test.mjs"))
+        .arg(format!("{}/", gateway.base))
+        .arg("page-token")
+        .args(&pairs)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(PAGE_TEST_WITHIN, run)
+        .await
+        .expect("the page test ends in time")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "page test failed:\n{stdout}\n{stderr}\n{}",
+        held.worker.log()
+    );
+    for (n, (task_id, (outcome, state, success, runs))) in
+        held.tasks.iter().zip(BUTTONS).enumerate()
+    {
+        let task = env.wait_terminal(*task_id).await;
+        assert_eq!(task.status, "completed", "{outcome}: {}", held.worker.log());
+        // The click is recorded once, as the page's, verified by the gateway's token.
+        let actions: Vec<(String, Option<String>, Option<String>, String)> = sqlx::query_as(
+            "SELECT action, by, verified_by, reason FROM operator_actions \
+             WHERE task_id = $1 AND tool_call_id = $2",
+        )
+        .bind(task_id)
+        .bind(HELD_CALL)
+        .fetch_all(&env.pool)
+        .await
+        .unwrap();
+        assert_eq!(actions.len(), 1, "{outcome}: {actions:?}");
+        let (action, by, verified_by, reason) = &actions[0];
+        assert_eq!(action, outcome);
+        assert_eq!(by.as_deref(), Some("page"));
+        assert!(verified_by.is_some(), "{outcome}: verified by the token");
+        assert_eq!(reason, &format!("{outcome} by the page test"));
+        let events = env.stored_events(*task_id).await;
+        let resolved: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "tool.resolved")
+            .collect();
+        assert_eq!(resolved.len(), 1, "{outcome}");
+        assert_eq!(resolved[0]["data"]["outcome"], *outcome);
+        let resumed = events
+            .iter()
+            .any(|e| e["type"] == "task.resumed" && e["data"]["reason"] == "resolved");
+        assert!(resumed, "{outcome}: the task resumed on the resolution");
+        let (got_state, got_success, result): (String, Option<bool>, Option<Value>) =
+            sqlx::query_as(
+                "SELECT state, success, result FROM tool_calls \
+                 WHERE task_id = $1 AND tool_call_id = $2",
+            )
+            .bind(task_id)
+            .bind(HELD_CALL)
+            .fetch_one(&env.pool)
+            .await
+            .unwrap();
+        assert_eq!(
+            (got_state.as_str(), got_success),
+            (state, Some(success)),
+            "{outcome}"
+        );
+        if outcome == "succeeded" {
+            // The result typed on the page, as JSON.
+            assert_eq!(
+                result,
+                Some(json!({"charged": 5, "receipt": "seen-by-page"}))
+            );
+        }
+        assert_eq!(
+            held.charges(*task_id),
+            charged_before[n] + runs,
+            "{outcome}: charges run after the kill"
+        );
+    }
+    gateway.stop().await;
+    drop(held.worker);
+    held.env.stop().await;
 }

@@ -1,8 +1,9 @@
-//! `PATCH`, `DELETE`, `POST .../trigger` and `GET .../fires` of `/v1/schedules/{id}`.
+//! `PATCH`, `DELETE`, `POST .../trigger` (with an optional Idempotency-Key) and
+//! `GET .../fires` of `/v1/schedules/{id}`.
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -91,16 +92,23 @@ pub async fn delete_schedule(
 }
 
 /// Runs a schedule's task now, whatever its pause, overlap and cap (decision `triggered`).
+/// With an `Idempotency-Key`, the same key within a day of the trigger that first used it
+/// answers that trigger's fire and task (200) and fires nothing.
 #[utoipa::path(
     post,
     path = "/v1/schedules/{schedule_id}/trigger",
     tag = "schedules",
-    params(("schedule_id" = Uuid, Path, description = "The schedule")),
+    params(
+        ("schedule_id" = Uuid, Path, description = "The schedule"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Any text of 1 to 255 visible ASCII characters: a trigger of this schedule with the same key within the last day is answered again (200) instead of firing twice"),
+    ),
     responses(
+        (status = 200, description = "A trigger with this Idempotency-Key fired within the last day: its fire and task, nothing fired now", body = Triggered),
         (status = 202, description = "The task is published", body = Triggered),
         (status = 400, description = "Not a UUID", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such schedule (schedule_not_found)", body = ErrorBody),
+        (status = 422, description = "An Idempotency-Key that is blank, longer than 255 characters or not visible ASCII (invalid_parameter)", body = ErrorBody),
         (status = 503, description = "The database (database_unavailable) or the broker (broker_unavailable) is away", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -108,26 +116,54 @@ pub async fn delete_schedule(
 pub async fn trigger_schedule(
     State(state): State<AppState>,
     ApiPath(schedule_id): ApiPath<Uuid>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let key = idempotency_key(&headers)?;
     let outlet = Outlet {
         publisher: state.publisher(),
         tasks_queue: &state.settings().amqp.tasks_queue,
     };
-    let fire = manage::trigger(state.pool(), outlet, schedule_id, Utc::now())
+    let triggered = manage::trigger_keyed(state.pool(), outlet, schedule_id, Utc::now(), key)
         .await
         .map_err(api_error)?;
+    let fire = triggered.fire;
     let task_id = fire
         .task_id
         .ok_or_else(|| ApiError::internal(&"a trigger without a task"))?;
     let task_url = format!("/v1/tasks/{task_id}");
-    let triggered = Triggered {
+    let answer = Triggered {
         schedule_id,
         fire_at: fire.fire_at,
         task_id,
         events_url: format!("{task_url}/events"),
         task_url,
     };
-    Ok((StatusCode::ACCEPTED, Json(triggered)).into_response())
+    let status = match triggered.repeated {
+        true => StatusCode::OK,
+        false => StatusCode::ACCEPTED,
+    };
+    Ok((status, Json(answer)).into_response())
+}
+
+/// Longest Idempotency-Key accepted.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The request's `Idempotency-Key`, if any: 1 to 255 visible ASCII characters.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let refused = || {
+        ApiError::invalid_parameter(format!(
+            "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"
+        ))
+    };
+    let key = value.to_str().map_err(|_| refused())?;
+    let visible = key.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+    if key.trim().is_empty() || key.len() > MAX_IDEMPOTENCY_KEY || !visible {
+        return Err(refused());
+    }
+    Ok(Some(key))
 }
 
 /// A schedule's fires, newest first (also those of a deleted schedule).
