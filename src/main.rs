@@ -180,6 +180,9 @@ enum Command {
     /// Re-enqueue ended tasks (by status, fail reason and age) as new tasks that point at
     /// their originals, at a bounded rate.
     Replay(cli::replay::ReplayArgs),
+    /// Rerun an ended task from its record (model replies and tool results recorded, or
+    /// live); prints the new task_id.
+    Rerun(cli::rerun::RerunArgs),
     /// List every tool a worker would offer (built-in and MCP) with its source.
     Tools,
     /// List tasks across agents, newest first (by status, agent and age).
@@ -374,6 +377,7 @@ async fn dispatch(
                 budget,
                 agent_version,
                 channel,
+                rerun: None,
             };
             cli::submit::run(&settings, &task, wait, timeout).await
         }
@@ -432,6 +436,7 @@ async fn dispatch(
             input,
             agent_version,
         } => cli::fork(&settings, task_id, from_iteration, (input, agent_version)).await,
+        Command::Rerun(args) => cli::rerun::run(&settings, &args).await,
         Command::Tools => cli::tools::run(&settings).await,
         Command::Tasks(args) => cli::tasks::run(&settings, &args).await,
         Command::Schedule(command) => cli::schedule::run(&settings, command).await,

@@ -10,6 +10,7 @@ pub mod follow;
 pub mod out;
 pub mod prune;
 pub mod replay;
+pub mod rerun;
 pub mod resolve;
 pub mod schedule;
 pub mod settings;

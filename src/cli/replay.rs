@@ -131,6 +131,7 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<ExitC
             channel: None,
             tenant_id: None,
             priority: None,
+            rerun: None,
         };
         let body = serde_json::to_vec(&message)?;
         publisher

@@ -290,6 +290,7 @@ async fn record_turn(settings: &Settings, task: &TaskMessage) -> anyhow::Result<
         received_at: None,
         tenant_id: task.tenant_id.as_deref(),
         priority: task.priority.unwrap_or_default(),
+        rerun: task.rerun,
     };
     let new = crate::store::conversations::record_turn(&pool, &turn)
         .await

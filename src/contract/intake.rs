@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::core::budget::Budget;
 use crate::core::fair_share::Priority;
+use crate::core::rerun::{RerunMode, RerunSpec};
 use crate::core::versions::{self, Requested};
 use crate::core::{bounded, storable, tenancy};
 use serde_json::Value;
@@ -33,6 +34,10 @@ pub struct TaskSpec {
     pub tenant_id: Option<String>,
     /// Its place within its tenant's waiting tasks (CONTRACT v3 §15).
     pub priority: Priority,
+    /// The message's `rerun` (CONTRACT v3 §13). A rerun takes its source's agent, input and
+    /// constraints: until the worker has read the source (`worker::rerun::resolve`),
+    /// `agent_id` is the message's or nil and `input` the message's or empty.
+    pub rerun: Option<RerunSpec>,
 }
 
 /// Why a message is refused, with whatever could still be read from it.
@@ -76,6 +81,7 @@ struct RawTask {
     channel: Option<Value>,
     tenant_id: Option<Value>,
     priority: Option<Value>,
+    rerun: Option<Value>,
 }
 
 /// Parses a task message body. `content_type` is the AMQP property, when set.
@@ -131,7 +137,14 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
         }
     };
     rejection.task_id = task_id;
+    let rerun = rerun(raw.rerun).unwrap_or_else(|problem| {
+        problems.push(problem);
+        None
+    });
+    // A rerun takes its source's agent and input: the message may leave them out.
+    let from_source = rerun.is_some();
     let agent_id = match optional_uuid(raw.agent_id.as_ref(), "agent_id") {
+        Ok(None) if from_source => Some(Uuid::nil()),
         Ok(None) => {
             problems.push("agent_id is required".to_owned());
             None
@@ -142,13 +155,14 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             None
         }
     };
-    rejection.agent_id = agent_id;
+    rejection.agent_id = agent_id.filter(|id| !id.is_nil());
     let input = match raw.input {
         Some(Value::String(text)) if !text.trim().is_empty() => Some(storable::owned(text)),
         Some(Value::String(_)) => {
             problems.push("input must not be empty".to_owned());
             None
         }
+        None | Some(Value::Null) if from_source => Some(String::new()),
         None | Some(Value::Null) => {
             problems.push("input is required".to_owned());
             None
@@ -158,13 +172,23 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             None
         }
     };
-    rejection.input.clone_from(&input);
+    rejection.input = input.clone().filter(|text| !text.is_empty());
     let conversation_id = optional_uuid(raw.conversation_id.as_ref(), "conversation_id")
         .unwrap_or_else(|problem| {
             problems.push(problem);
             None
         });
     rejection.conversation_id = conversation_id;
+    if from_source {
+        // A rerun takes the source's constraints and no conversation (CONTRACT v3 §13).
+        if !matches!(raw.conversation_id, None | Some(Value::Null)) {
+            problems.push("a rerun takes no conversation_id".to_owned());
+        }
+        if !matches!(raw.constraints, None | Some(Value::Null)) {
+            problems
+                .push("a rerun takes its source's constraints: leave constraints out".to_owned());
+        }
+    }
     let constraints = constraints(raw.constraints).unwrap_or_else(|problem| {
         problems.push(problem);
         Vec::new()
@@ -206,6 +230,7 @@ fn validate(raw: RawTask) -> Result<TaskSpec, Rejection> {
             requested,
             tenant_id,
             priority,
+            rerun,
         }),
         _ => {
             let reason = format!("invalid task message: {}", problems.join("; "));
@@ -294,6 +319,40 @@ fn tenant(value: Option<Value>) -> Result<Option<String>, String> {
             .map_err(|err| format!("tenant_id {}: {err}", bounded::quote(&text))),
         Some(_) => Err("tenant_id must be a string".to_owned()),
     }
+}
+
+/// The message's `rerun` (CONTRACT v3 §13): `{"source_task_id", "llm"?, "tools"?}`, modes
+/// `recorded` (the default) or `live`; other keys are refused.
+fn rerun(value: Option<Value>) -> Result<Option<RerunSpec>, String> {
+    let fields = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(fields)) => fields,
+        Some(_) => return Err("rerun must be an object".to_owned()),
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !matches!(key.as_str(), "source_task_id" | "llm" | "tools"))
+    {
+        return Err(format!(
+            "rerun has an unknown field {} (source_task_id, llm, tools)",
+            bounded::quote(unknown)
+        ));
+    }
+    let source_task_id = match optional_uuid(fields.get("source_task_id"), "rerun.source_task_id")?
+    {
+        Some(id) => id,
+        None => return Err("rerun.source_task_id is required".to_owned()),
+    };
+    let mode = |field: &str| match fields.get(field) {
+        None | Some(Value::Null) => Ok(RerunMode::Recorded),
+        Some(Value::String(text)) => RerunMode::parse(text, field),
+        Some(_) => Err(format!("rerun.{field} must be \"recorded\" or \"live\"")),
+    };
+    Ok(Some(RerunSpec {
+        source_task_id,
+        llm: mode("llm")?,
+        tools: mode("tools")?,
+    }))
 }
 
 /// The message's `priority`: `high` or `normal` (the default).

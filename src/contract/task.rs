@@ -42,4 +42,10 @@ pub struct TaskMessage {
     /// high starts first (CONTRACT v3 §15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<crate::core::fair_share::Priority>,
+    /// Reproduce an ended task from its record (CONTRACT v3 §13): the task takes the
+    /// source's agent, input and constraints (`agent_id` and `input` may then be left out,
+    /// and must equal the source's when given) and the source's agent version unless
+    /// `agent_version` or `channel` is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<crate::core::rerun::RerunSpec>,
 }

@@ -295,6 +295,18 @@ impl Machine {
         self.fail(FailReason::LlmError, error.to_owned(), now)
     }
 
+    /// A rerun's LLM call that its source's record cannot answer (CONTRACT v3 §13): the
+    /// open recursion ends `error` and the task fails with `reason` (`rerun_diverged` or
+    /// `rerun_unrecorded`), the divergence as its error (JSON, read back for `task.failed`).
+    pub fn on_rerun_parted(
+        &mut self,
+        reason: FailReason,
+        divergence: &crate::core::rerun::Divergence,
+        now: DateTime<Utc>,
+    ) -> Next {
+        self.fail(reason, divergence.error_text(), now)
+    }
+
     /// Ends the task `failed`, reason `internal`, for a cause outside the machine (its
     /// driver could not store a step): an open recursion is closed `error` with `error`.
     /// Returns the outcome (with the latest REFLECT summary as its partial result).

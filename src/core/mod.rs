@@ -28,6 +28,7 @@ mod reasoning;
 pub mod record;
 pub mod reply_error;
 pub mod request_key;
+pub mod rerun;
 pub mod retry;
 pub mod schedule;
 pub mod scopes;

@@ -143,6 +143,11 @@ pub enum FailReason {
     ApprovalExpired,
     /// The model repeated itself without progress (stall detection, CONTRACT §14).
     NoProgress,
+    /// A rerun's request differs from its source's at some recursion (CONTRACT v3 §13).
+    RerunDiverged,
+    /// A rerun's request is its source's, but the source kept no response to answer it
+    /// with (`llm.record` was `hash` or `off` there).
+    RerunUnrecorded,
 }
 
 impl FailReason {
@@ -157,7 +162,15 @@ impl FailReason {
             Self::Budget => "budget",
             Self::ApprovalExpired => "approval_expired",
             Self::NoProgress => "no_progress",
+            Self::RerunDiverged => "rerun_diverged",
+            Self::RerunUnrecorded => "rerun_unrecorded",
         }
+    }
+
+    /// Whether the failure is a rerun's parting from its source (its error is the
+    /// divergence as JSON: `core::rerun::Divergence`).
+    pub fn is_rerun_divergence(&self) -> bool {
+        matches!(self, Self::RerunDiverged | Self::RerunUnrecorded)
     }
 }
 

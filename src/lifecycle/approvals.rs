@@ -168,6 +168,7 @@ async fn record(
                 error: error.to_owned(),
                 iterations,
                 partial: None,
+                divergence: None,
             }));
         }
     }

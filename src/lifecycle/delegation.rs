@@ -228,6 +228,7 @@ pub async fn spawn_children(
             channel: None,
             tenant_id: None,
             priority: None,
+            rerun: None,
         };
         // If this fails, the reconciler enqueues the pending child later.
         fleet

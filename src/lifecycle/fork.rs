@@ -134,6 +134,7 @@ pub async fn fork_task(
         channel: None,
         tenant_id: None,
         priority: None,
+        rerun: None,
     };
     // If this publish fails, the reconciler enqueues the pending row later.
     publisher

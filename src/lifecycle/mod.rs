@@ -12,7 +12,7 @@
 //!   `reconcile` (orphans), `deaths` (dead-lettered messages).
 //! - Control messages (`control/`): the consumers every worker runs, who may steer, and the
 //!   registry of the tasks this worker runs (`running`, `interrupt`) that they reach.
-//! - The commands the CLI and the gateway share: `cancel`, `fork` (and `approvals::decide`,
+//! - The commands the CLI and the gateway share: `cancel`, `fork`, `rerun` (and `approvals::decide`,
 //!   `resolutions::resolve`).
 //! - Evaluation runs: `evals` (make a run, publish its reruns, and the pass that fills its
 //!   items when they end).
@@ -30,6 +30,7 @@ mod fleet;
 pub mod fork;
 pub mod interrupt;
 pub mod reconcile;
+pub mod rerun;
 pub mod resolutions;
 pub mod running;
 pub mod sweep;

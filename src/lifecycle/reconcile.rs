@@ -123,6 +123,7 @@ pub(super) fn message_of(orphan: &Orphan) -> Option<TaskMessage> {
         channel: None,
         tenant_id: None,
         priority: None,
+        rerun: None,
     })
 }
 

@@ -59,6 +59,7 @@ pub async fn reject(
         received_at: None,
         tenant_id: rejection.tenant_id.as_deref(),
         priority: crate::core::fair_share::Priority::Normal,
+        rerun: None,
     };
     let sink = Sink::of(fleet);
     let mut tx = sink.pool.begin().await?;
@@ -73,6 +74,7 @@ pub async fn reject(
         error: rejection.reason.clone(),
         iterations: 0,
         partial: None,
+        divergence: None,
     };
     finish(
         sink,
@@ -134,6 +136,7 @@ pub async fn reject_taken(
         error: reason.to_owned(),
         iterations: 0,
         partial: None,
+        divergence: None,
     };
     finish(
         sink,
@@ -190,6 +193,7 @@ pub async fn end_by_delivery_limit(
         error,
         iterations,
         partial: None,
+        divergence: None,
     };
     let data = EventData::TaskFailed(failed);
     finish(sink, tx, task_id, ended.agent_id, iterations, data).await?;

@@ -312,6 +312,7 @@ mod tests {
             error: "e".into(),
             iterations: 30,
             partial: None,
+            divergence: None,
         })));
         observe_event(&event(EventData::RecursionCompleted(RecursionCompleted {
             iteration: 1,

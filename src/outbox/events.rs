@@ -20,6 +20,7 @@ use crate::contract::events::{
 };
 use crate::core::budget::{Reading, amount};
 use crate::core::machine::{DomainEvent, Outcome, RecursionRecord, WaitReason};
+use crate::core::rerun::Divergence;
 use crate::{metrics, store};
 
 /// Events produced by a task, waiting to be stored and published.
@@ -284,6 +285,12 @@ pub fn terminal_event(outcome: &Outcome) -> (u32, EventData) {
                 error: error.clone(),
                 iterations: *iterations,
                 partial: partial.clone(),
+                // A rerun that parted from its source says where (CONTRACT v3 §13): the
+                // machine keeps it as the error's text.
+                divergence: reason
+                    .is_rerun_divergence()
+                    .then(|| Divergence::from_error_text(error))
+                    .flatten(),
             }),
         ),
         Outcome::Cancelled { iterations } => (

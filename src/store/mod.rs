@@ -24,6 +24,7 @@ pub mod readers;
 pub mod reconcile;
 pub mod replay;
 pub mod replies;
+pub mod reruns;
 pub mod schedules;
 pub mod steering;
 pub mod step;

@@ -45,6 +45,9 @@ pub struct NewTask<'a> {
     pub tenant_id: Option<&'a str>,
     /// Its place within its tenant's waiting tasks.
     pub priority: Priority,
+    /// The ended task it reruns, and how (CONTRACT v3 §13): `tasks.rerun_of`,
+    /// `rerun_llm`, `rerun_tools`, written with the row so every continuation reruns alike.
+    pub rerun: Option<crate::core::rerun::RerunSpec>,
 }
 
 /// One row of `tasks`.
@@ -184,7 +187,7 @@ pub async fn take_at(
              INSERT INTO tasks (task_id, agent_id, conversation_id, input, constraints, \
                                 stream, status, started_at, lease_owner, lease_until, budget, \
                                 reply_to, correlation_id, created_at, agent_version, tenant_id, \
-                                priority, wait_reason) \
+                                priority, wait_reason, rerun_of, rerun_llm, rerun_tools) \
              SELECT $1, agent.agent_id, $3, $4, $5, $6, \
                     CASE WHEN gate.limited THEN 'waiting' ELSE 'running' END, \
                     CASE WHEN gate.limited THEN NULL ELSE now() END, \
@@ -193,7 +196,7 @@ pub async fn take_at(
                          ELSE now() + make_interval(secs => $8) END, \
                     COALESCE($9, agent.budget), $10, $11, COALESCE($12, now()), agent.version, \
                     agent.tenant_id, $15, \
-                    CASE WHEN gate.limited THEN 'tenant_limit' END \
+                    CASE WHEN gate.limited THEN 'tenant_limit' END, $16, $17, $18 \
              FROM agent, gate \
              WHERE $14::text IS NULL OR $14 = agent.tenant_id \
              ON CONFLICT (task_id) DO NOTHING \
@@ -220,6 +223,9 @@ pub async fn take_at(
     .bind(version)
     .bind(task.tenant_id)
     .bind(task.priority.as_str())
+    .bind(task.rerun.map(|r| r.source_task_id))
+    .bind(task.rerun.map(|r| r.llm.as_str()))
+    .bind(task.rerun.map(|r| r.tools.as_str()))
     .fetch_optional(pool)
     .await
 }

@@ -28,6 +28,9 @@ pub struct LlmCallRow {
     pub started_at: chrono::DateTime<chrono::Utc>,
     /// What it exchanged (CONTRACT §12); none with `llm.record = off`.
     pub record: Option<Box<super::llm_record::CallRecord>>,
+    /// `recorded`: a rerun's attempt answered from its source's record, nothing sent
+    /// (CONTRACT v3 §13); none: the provider answered.
+    pub served_from: Option<&'static str>,
 }
 
 /// A stored recursion, for `agentd trace`.

@@ -89,6 +89,15 @@ pub async fn handle(
         Ok(spec) => spec,
         Err(rejection) => return reject(deps, rejection, reply.as_ref()).await,
     };
+    // A rerun takes its source's agent, input and constraints (CONTRACT v3 §13).
+    let spec = match super::rerun::resolve(&deps.fleet.pool, spec).await {
+        Ok(Ok(spec)) => spec,
+        Ok(Err(rejection)) => return reject(deps, rejection, reply.as_ref()).await,
+        Err(err) => {
+            tracing::error!(error = %format!("{err:#}"), "could not read a rerun's source");
+            return Handled::Failed(format!("{err:#}"));
+        }
+    };
     let mut delays = store::transient::delays();
     loop {
         let span = tracing::info_span!("task", task_id = %spec.task_id);
@@ -231,16 +240,22 @@ async fn run(
             return Ok(Handled::Finished);
         }
     }
+    // A rerun's settings come with its message, or (a continuation) from its row.
+    let pool = &deps.fleet.pool;
+    let replay = super::rerun::Replay::load(pool, spec.task_id, spec.rerun, !inserted).await?;
+    let rerun_of = replay.as_ref().map(|replay| replay.spec.source_task_id);
     let taken = match start {
         Start::Fresh { last_seq } => {
-            fresh(task_info(deps, spec, &agent).await?, spec, &agent, last_seq)
+            let info = task_info(deps, spec, &agent).await?;
+            started(Machine::new(info), spec, &agent, (last_seq, rerun_of))
         }
-        Start::Resumed(point) => resume(deps, spec, &agent, point).await?,
+        Start::Resumed(point) => resume(deps, spec, &agent, point, rerun_of).await?,
     };
     let stops = Stops::default();
     running.insert(spec.task_id, stops.clone());
     let heartbeat = spawn_heartbeat(deps, spec.task_id, stops.release.clone());
     let mut task_run = TaskRun::new(deps, taken, agent, spec.stream, stops.clone());
+    task_run.replay = replay;
     let end = task_run.drive().await;
     heartbeat.cancel();
     running.remove(spec.task_id);
@@ -367,6 +382,7 @@ fn new_task<'a>(spec: &'a TaskSpec, reply: Option<&'a ReplyRoute>) -> NewTask<'a
         received_at: None,
         tenant_id: spec.tenant_id.as_deref(),
         priority: spec.priority,
+        rerun: spec.rerun,
     }
 }
 
@@ -443,12 +459,14 @@ async fn reject_taken(deps: &WorkerDeps, spec: &TaskSpec, reason: String) -> Han
     Handled::Rejected(reason)
 }
 
-fn fresh(info: TaskInfo, spec: &TaskSpec, agent: &Agent, last_seq: i64) -> Taken {
-    started(Machine::new(info), spec, agent, last_seq)
-}
-
-/// A task's first run with `machine` (new, or a fork's rebuilt one): `task.started` first.
-fn started(machine: Machine, spec: &TaskSpec, agent: &Agent, last_seq: i64) -> Taken {
+/// A task's first run with `machine` (new, or a fork's rebuilt one): `task.started` first,
+/// after the `last_seq` events it has stored already; `rerun_of`: its rerun's source.
+fn started(
+    machine: Machine,
+    spec: &TaskSpec,
+    agent: &Agent,
+    (last_seq, rerun_of): (i64, Option<Uuid>),
+) -> Taken {
     let mut log = EventLog::new(spec.task_id, Some(agent.agent_id), last_seq);
     let started = TaskStarted {
         input: spec.input.clone(),
@@ -457,6 +475,7 @@ fn started(machine: Machine, spec: &TaskSpec, agent: &Agent, last_seq: i64) -> T
         agent_name: agent.name.clone(),
         conversation_id: spec.conversation_id,
         agent_version: agent.version,
+        rerun_of,
     };
     log.push(None, None, EventData::TaskStarted(started));
     Taken {
@@ -473,6 +492,7 @@ async fn resume(
     spec: &TaskSpec,
     agent: &Agent,
     point: ResumePoint,
+    rerun_of: Option<Uuid>,
 ) -> anyhow::Result<Taken> {
     let last_seq =
         store::events::last_seq(&mut *deps.fleet.pool.acquire().await?, spec.task_id).await?;
@@ -483,10 +503,11 @@ async fn resume(
             .checkpoint
             .as_deref()
             .map(serde_json::from_str::<Machine>);
-        return Ok(match forked {
-            Some(Ok(machine)) => started(machine, spec, agent, 0),
-            _ => fresh(task_info(deps, spec, agent).await?, spec, agent, 0),
-        });
+        let machine = match forked {
+            Some(Ok(machine)) => machine,
+            _ => Machine::new(task_info(deps, spec, agent).await?),
+        };
+        return Ok(started(machine, spec, agent, (0, rerun_of)));
     }
     let machine = match point
         .checkpoint

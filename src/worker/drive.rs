@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::llm_call::LlmEnd::{Done, TimedOut};
+use super::llm_call::LlmEnd::{Done, Parted, TimedOut};
 use super::task_run::{RunEnd, TaskRun, ToolsEnd};
 use crate::contract::events::{EventData, InputInjected};
 use crate::core::machine::{Next, WaitReason};
@@ -72,6 +72,11 @@ impl TaskRun<'_> {
                         Ok(TimedOut) => self.recursion_timed_out("waiting for the LLM"),
                         Ok(Done(Ok(reply))) => self.machine.on_llm_reply(&reply, Utc::now()),
                         Ok(Done(Err(error))) => self.machine.on_llm_failure(&error, Utc::now()),
+                        Ok(Parted(reason, divergence)) => {
+                            tracing::info!(?divergence, "rerun parted from its source");
+                            self.machine
+                                .on_rerun_parted(reason, &divergence, Utc::now())
+                        }
                         Err(interrupt) => return self.interrupted(interrupt).await,
                     }
                 }

@@ -44,12 +44,14 @@ fn storable_error(error: LlmError) -> LlmError {
     }
 }
 
-/// When an attempt started, how long it took and how long it waited for a rate limit.
+/// When an attempt started, how long it took and how long it waited for a rate limit;
+/// `served_from`: `recorded` for a rerun's answer from its source's record.
 #[derive(Debug, Clone, Copy)]
-struct Timing {
-    started_at: chrono::DateTime<chrono::Utc>,
-    latency_ms: u64,
-    queued_ms: Option<u64>,
+pub(super) struct Timing {
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub latency_ms: u64,
+    pub queued_ms: Option<u64>,
+    pub served_from: Option<&'static str>,
 }
 
 /// The reply, or the error that ends the task (retries exhausted or not retryable).
@@ -61,6 +63,12 @@ pub(super) enum LlmEnd {
     Done(LlmResult),
     /// The recursion's deadline passed during an attempt or a retry's wait.
     TimedOut,
+    /// A rerun's request that its source's record cannot answer (CONTRACT v3 §13): the
+    /// task fails with this reason (`rerun_diverged`, `rerun_unrecorded`).
+    Parted(
+        crate::core::outcome::FailReason,
+        crate::core::rerun::Divergence,
+    ),
 }
 
 impl TaskRun<'_> {
@@ -72,6 +80,10 @@ impl TaskRun<'_> {
         call: &LlmCall,
         deadline: &mut Instant,
     ) -> anyhow::Result<Result<LlmEnd, Interrupt>> {
+        if self.replays_llm() {
+            // A rerun answered from its source's record: no provider, no retries.
+            return Ok(Ok(self.answer_from_record(call)));
+        }
         let mut retries = 0u32;
         let mut deltas = DeltaBudget::new(self.deps.max_delta_bytes, self.deps.max_delta_events);
         loop {
@@ -101,6 +113,7 @@ impl TaskRun<'_> {
                 started_at,
                 latency_ms,
                 queued_ms,
+                served_from: None,
             };
             self.record_attempt(call, attempt, timing, &result);
             let error = match result {
@@ -290,7 +303,7 @@ impl TaskRun<'_> {
     }
 
     /// Keeps the attempt's `llm_calls` row for the next commit.
-    fn record_attempt(
+    pub(super) fn record_attempt(
         &mut self,
         call: &LlmCall,
         attempt: u32,
@@ -301,6 +314,7 @@ impl TaskRun<'_> {
             started_at,
             latency_ms,
             queued_ms,
+            served_from,
         } = timing;
         let (status, usage, error) = match result {
             Ok(reply) => ("200".to_owned(), reply.usage, None),
@@ -342,6 +356,7 @@ impl TaskRun<'_> {
             queued_ms,
             started_at,
             record: self.recording.take(),
+            served_from,
         });
     }
 }

@@ -21,6 +21,7 @@ mod known_id;
 mod llm_call;
 mod llm_deltas;
 mod llm_record;
+mod rerun;
 mod step_commit;
 mod task_run;
 mod tool_calls;

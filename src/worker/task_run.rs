@@ -92,6 +92,8 @@ pub struct TaskRun<'a> {
     pub(super) llm_rows: Vec<LlmCallRow>,
     /// The record of the model calls (CONTRACT §12): the parts stored, the last exchange.
     pub(super) recording: super::llm_record::Recording,
+    /// A rerun's source record (CONTRACT v3 §13); `None` for any other task.
+    pub(super) replay: Option<Box<super::rerun::Replay>>,
     /// Finished recursions not committed yet.
     records: Vec<RecursionRecord>,
     /// The ledger fields of the tool calls of `records`, in the same order.
@@ -165,6 +167,7 @@ impl<'a> TaskRun<'a> {
             stops,
             llm_rows: Vec::new(),
             recording: Default::default(),
+            replay: None,
             records: Vec::new(),
             tool_meta: Vec::new(),
             started: Vec::new(),

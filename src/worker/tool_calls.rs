@@ -119,6 +119,8 @@ impl TaskRun<'_> {
         }
         let effect_of = |name: &str| self.deps.tools.effect_of(name);
         let plans = plan_calls(effect_of, self.task_id(), calls, &ledger, &decided, left);
+        // A rerun serves its source's results and runs no side effect (CONTRACT v3 §13).
+        let plans = self.replay_tools(calls, plans);
         if self.hold_unknown {
             let held = super::unknown::held(calls, &plans);
             if !held.is_empty() {

@@ -88,6 +88,7 @@ impl TaskRun<'_> {
             error: error.to_owned(),
             iterations,
             partial,
+            divergence: None,
         };
         let data = vec![EventData::TaskFailed(failed)];
         unheld::store_events(sink, tx, task_id, ended.agent_id, iterations, data).await?;

@@ -69,6 +69,7 @@ fn step_with(task_id: Uuid, owner: Uuid, iteration: u32, progress: Progress) -> 
             cost_usd: Some(0.25),
             queued_ms: None,
             started_at: chrono::Utc::now(),
+            served_from: None,
             record: None,
         }],
         max_result_chars: 100,
@@ -114,6 +115,7 @@ fn new_task(task_id: Uuid, agent_id: Uuid) -> NewTask<'static> {
         received_at: None,
         tenant_id: None,
         priority: Default::default(),
+        rerun: None,
     }
 }
 

@@ -227,6 +227,7 @@ async fn a_message_naming_another_agent_or_reply_route_for_a_task_id_is_refused(
         received_at: None,
         tenant_id: None,
         priority: Default::default(),
+        rerun: None,
     };
     assert!(
         agentd::store::tasks::insert_pending(&env.pool, &row)

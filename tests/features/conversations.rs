@@ -164,6 +164,7 @@ async fn publish_burst(
                     channel: None,
                     tenant_id: None,
                     priority: None,
+                    rerun: None,
                 };
                 agentd::cli::submit::run(&env.settings, &task, false, None)
                     .await

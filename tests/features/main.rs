@@ -29,6 +29,7 @@ mod prune;
 mod rate_limits;
 mod replay;
 mod replies;
+mod reruns;
 mod schedules;
 mod stalls;
 mod tenants;

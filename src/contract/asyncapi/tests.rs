@@ -46,6 +46,7 @@ fn sample(kind: EventType) -> EventData {
             agent_name: "calc".into(),
             conversation_id: Some(Uuid::now_v7()),
             agent_version: Some(1),
+            rerun_of: Some(Uuid::now_v7()),
         }),
         EventType::TaskResumed => EventData::TaskResumed(TaskResumed {
             iteration: 2,
@@ -167,6 +168,7 @@ fn sample(kind: EventType) -> EventData {
             error: "reached max_iteration".into(),
             iterations: 30,
             partial: None,
+            divergence: None,
         }),
         EventType::TaskCancelled => EventData::TaskCancelled(TaskCancelled { iterations: 0 }),
     }
@@ -346,6 +348,7 @@ fn task_messages_as_submitted_validate() {
         channel: None,
         tenant_id: Some("acme".into()),
         priority: Some(crate::core::fair_share::Priority::High),
+        rerun: None,
     };
     let minimal = TaskMessage {
         task_id: None,

@@ -22,6 +22,9 @@ pub struct TaskStarted {
     pub conversation_id: Option<Uuid>,
     /// The agent version the task is pinned to (CONTRACT v3 §11).
     pub agent_version: Option<i32>,
+    /// The task this one reruns (CONTRACT v3 §13), when it is a rerun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_of: Option<Uuid>,
 }
 
 /// Why a task was taken up again (`task.resumed`'s `reason`).
@@ -262,6 +265,10 @@ pub struct TaskFailed {
     pub iterations: u32,
     /// The best partial result, when there is one (the last REFLECT summary).
     pub partial: Option<String>,
+    /// Reason `rerun_diverged` or `rerun_unrecorded` (CONTRACT v3 §13): `iteration`,
+    /// `expected_key` and `got_key`, beside the other fields.
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub divergence: Option<crate::core::rerun::Divergence>,
 }
 
 /// `task.cancelled`: the task was cancelled.

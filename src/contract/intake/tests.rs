@@ -208,3 +208,87 @@ fn a_tenant_and_a_priority_may_be_named() {
 fn json_body(fields: &str) -> String {
     format!(r#"{{"agent_id":"{AGENT}",{fields}}}"#)
 }
+
+const SOURCE: &str = "0195f3a0-0000-7000-8000-0000000000bb";
+
+#[test]
+fn a_rerun_needs_neither_agent_nor_input_and_defaults_to_recorded() {
+    let spec = parse(&format!(r#"{{"rerun":{{"source_task_id":"{SOURCE}"}}}}"#)).expect("valid");
+    let rerun = spec.rerun.expect("rerun");
+    assert_eq!(rerun.source_task_id.to_string(), SOURCE);
+    assert_eq!(
+        (rerun.llm, rerun.tools),
+        (RerunMode::Recorded, RerunMode::Recorded)
+    );
+    // The source's agent and input are read by the worker.
+    assert!(spec.agent_id.is_nil());
+    assert!(spec.input.is_empty());
+}
+
+#[test]
+fn a_rerun_reads_its_modes_and_keeps_the_named_version() {
+    let body = format!(
+        r#"{{"agent_id":"{AGENT}","input":"hi","agent_version":2,
+            "rerun":{{"source_task_id":"{SOURCE}","llm":"live","tools":"recorded"}}}}"#
+    );
+    let spec = parse(&body).expect("valid");
+    let rerun = spec.rerun.expect("rerun");
+    assert_eq!(
+        (rerun.llm, rerun.tools),
+        (RerunMode::Live, RerunMode::Recorded)
+    );
+    assert_eq!(spec.requested, Requested::Version(2));
+    assert_eq!(spec.agent_id.to_string(), AGENT);
+}
+
+#[test]
+fn bad_reruns_are_rejected_with_reasons() {
+    for (rerun, needle) in [
+        (r#""x""#.to_owned(), "rerun must be an object"),
+        ("{}".to_owned(), "rerun.source_task_id is required"),
+        (
+            r#"{"source_task_id":"nope"}"#.to_owned(),
+            "rerun.source_task_id is not a valid UUID",
+        ),
+        (
+            format!(r#"{{"source_task_id":"{SOURCE}","llm":"replayed"}}"#),
+            "rerun.llm must be \"recorded\" or \"live\"",
+        ),
+        (
+            format!(r#"{{"source_task_id":"{SOURCE}","tools":true}}"#),
+            "rerun.tools must be",
+        ),
+        (
+            format!(r#"{{"source_task_id":"{SOURCE}","mode":"live"}}"#),
+            "unknown field \"mode\"",
+        ),
+    ] {
+        let body = format!(r#"{{"task_id":"{TASK}","rerun":{rerun}}}"#);
+        let rejection = parse(&body).unwrap_err();
+        assert!(
+            rejection.reason.contains(needle),
+            "{needle}: {}",
+            rejection.reason
+        );
+        // The task id is kept so the task can end `rejected`; no nil agent leaks out.
+        assert_eq!(
+            rejection.task_id.map(|id| id.to_string()).as_deref(),
+            Some(TASK)
+        );
+        assert_eq!(rejection.agent_id, None);
+        assert_eq!(rejection.input, None);
+    }
+}
+
+#[test]
+fn a_rerun_takes_no_conversation_and_no_constraints_of_its_own() {
+    let body = format!(
+        r#"{{"conversation_id":"{TASK}","constraints":["x"],"rerun":{{"source_task_id":"{SOURCE}"}}}}"#
+    );
+    let reason = parse(&body).unwrap_err().reason;
+    assert!(
+        reason.contains("a rerun takes no conversation_id"),
+        "{reason}"
+    );
+    assert!(reason.contains("leave constraints out"), "{reason}");
+}

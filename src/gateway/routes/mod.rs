@@ -10,6 +10,7 @@ pub mod evals;
 pub mod fork;
 pub mod llm_calls;
 pub mod overview;
+pub mod rerun;
 pub mod resolve;
 pub mod schedules;
 pub mod steering;
@@ -39,6 +40,7 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(steering::inject_task))
         .routes(routes!(steering::task_state))
         .routes(routes!(fork::fork))
+        .routes(routes!(rerun::rerun_task))
         .routes(routes!(approvals::decide_call))
         .routes(routes!(approvals::list_approvals))
         .routes(routes!(resolve::resolve_call))

@@ -209,6 +209,7 @@ pub async fn create_task(
         // another (then a worker rejects it, the reason in tasks.error).
         tenant_id: Some(tenant_id),
         priority: body.priority,
+        rerun: None,
     };
     if task.conversation_id.is_some() {
         // A turn is recorded before it is published: that fixes its place in the
@@ -247,6 +248,7 @@ fn pending_row(task_id: Uuid, task: &TaskMessage) -> NewTask<'_> {
         received_at: None,
         tenant_id: task.tenant_id.as_deref(),
         priority: task.priority.unwrap_or_default(),
+        rerun: task.rerun,
     }
 }
 

@@ -131,18 +131,18 @@ llm_call_rows AS (
     INSERT INTO llm_calls (task_id, trace_id, iteration, attempt, status, latency_ms,
                            prompt_tokens, completion_tokens, error, model, cost_usd, queued_ms,
                            started_at, request_sha256, request_key, request_parts, response,
-                           tenant_id, task_created_at)
+                           tenant_id, task_created_at, served_from)
     SELECT l.task_id, l.trace_id, l.iteration, l.attempt, l.status, l.latency_ms,
            l.prompt_tokens, l.completion_tokens, l.error, l.model, l.cost_usd, l.queued_ms,
            l.started_at, l.request_sha256, l.request_key, l.request_parts::uuid[],
-           l.response::jsonb, task.tenant_id, task.task_created_at
+           l.response::jsonb, task.tenant_id, task.task_created_at, l.served_from
     FROM UNNEST($47::uuid[], $48::uuid[], $49::int[], $50::int[], $51::text[],
                 $52::bigint[], $53::bigint[], $54::bigint[], $55::text[], $66::text[],
                 $67::float8[], $70::bigint[], $71::timestamptz[], $72::text[], $73::text[],
-                $74::text[], $75::text[]) WITH ORDINALITY
+                $74::text[], $75::text[], $79::text[]) WITH ORDINALITY
          AS l (task_id, trace_id, iteration, attempt, status, latency_ms, prompt_tokens,
                completion_tokens, error, model, cost_usd, queued_ms, started_at,
-               request_sha256, request_key, request_parts, response, ord)
+               request_sha256, request_key, request_parts, response, served_from, ord)
     JOIN task USING (task_id)
     ORDER BY l.ord
 ),
@@ -442,6 +442,8 @@ pub(super) async fn execute(pool: &PgPool, steps: &[Step<'_>]) -> sqlx::Result<H
         .bind(column(&parts, |(w, _)| w.task_id))
         .bind(column(&parts, |(_, p)| p.id))
         .bind(column(&parts, |(_, p)| p.content.as_str()))
+        // the LLM attempts answered from a rerun's record
+        .bind(column(&llm, |(_, l)| l.served_from))
         .fetch_all(pool)
         .await?;
     Ok(written.into_iter().collect())

@@ -45,6 +45,7 @@ impl TaskRun {
             received_at: Some(created),
             tenant_id: None,
             priority: Default::default(),
+            rerun: None,
         };
         let intake = tasks::take_new(pool, &task, agent_id, owner, 30.0, None)
             .await
@@ -138,6 +139,7 @@ impl TaskRun {
                 cost_usd: None,
                 queued_ms: None,
                 started_at: Utc::now(),
+                served_from: None,
                 record: Some(Box::new(CallRecord {
                     request_sha256: "0".repeat(64),
                     request_key: "1".repeat(64),
