@@ -1,7 +1,8 @@
 //! Evaluation runs (CONTRACT v3 §13) with the real binary, worker, scripted model, RabbitMQ
 //! and PostgreSQL: `agentd eval run` reruns the selected ended tasks of an agent and
-//! `agentd eval report --min-pass` gates on the outcome (0 when every item passed, 1 when a
-//! new version changed an answer, 2 while the run still runs); publishing a run again
+//! `agentd eval report --min-pass` gates on the outcome (0 when every recorded rerun
+//! passed without asking the model, 1 when a new version changed an answer, 2 while the run
+//! still runs); publishing a run again
 //! reruns nothing twice (the rerun ids are UUIDv5 of run and source); a `--where` that
 //! PostgreSQL refuses, that writes, or that selects nothing exits 1 and creates nothing, and
 //! one that closes its parenthesis still selects only the agent's tasks. `routes` holds the
@@ -114,15 +115,12 @@ async fn an_eval_of_recorded_tasks_passes_and_the_gate_exits_0() {
     let agent = env.agent(None, None).await;
     let markers = ["evalpass-a", "evalpass-b", "evalpass-c"];
     for marker in markers {
-        // The source's replies, then the rerun's (with llm live the model is asked again).
-        let replies = || {
-            vec![
-                call_tool_reply(vec![("calculate", json!({"expression": "6*7"}))]),
-                answer_reply(&format!("{marker}: 42")),
-            ]
-        };
-        env.fake.script(marker, replies());
-        env.fake.script(marker, replies());
+        // The source's replies only: with `--llm recorded` the reruns never ask the model.
+        let replies = vec![
+            call_tool_reply(vec![("calculate", json!({"expression": "6*7"}))]),
+            answer_reply(&format!("{marker}: 42")),
+        ];
+        env.fake.script(marker, replies);
     }
     let mut sources = Vec::new();
     for marker in markers {
@@ -132,19 +130,18 @@ async fn an_eval_of_recorded_tasks_passes_and_the_gate_exits_0() {
     env.fake.script("evalskip", vec![answer_reply("skipped")]);
     let skipped = completed(&env, agent, "evalskip").await;
 
-    // The model holds its replies: the run is still running, and the gate says so (2).
-    env.fake.hold();
+    let requests_before = env.fake.requests().len();
+    assert_eq!(
+        requests_before,
+        2 * markers.len() + 1,
+        "the sources' requests are recorded"
+    );
+    let condition = "input LIKE 'evalpass-%'";
     let run = eval_run(
         &env,
         agent,
-        &["--where", "input LIKE 'evalpass-%'", "--name", "ci"],
+        &["--where", condition, "--llm", "recorded", "--name", "ci"],
     );
-    let running = agentd(
-        &env,
-        &["eval", "report", &run.to_string(), "--min-pass", "1.0"],
-    );
-    assert_eq!(running.status.code(), Some(2), "{:?}", text(&running));
-    env.fake.release();
     wait_completed(&env, run).await;
 
     let report = agentd(
@@ -175,10 +172,19 @@ async fn an_eval_of_recorded_tasks_passes_and_the_gate_exits_0() {
     let reruns = count(
         &env,
         "SELECT count(*) FROM tasks t JOIN eval_items i ON i.rerun_task_id = t.task_id \
-         WHERE t.status = 'completed'",
+         WHERE t.status = 'completed' AND t.rerun_of = i.source_task_id \
+           AND t.rerun_llm = 'recorded' AND t.rerun_tools = 'recorded'",
     )
     .await;
-    assert_eq!(reruns, 3);
+    assert_eq!(
+        reruns, 3,
+        "each item's rerun is a recorded rerun of its source"
+    );
+    assert_eq!(
+        env.fake.requests().len(),
+        requests_before,
+        "no request for a rerun"
+    );
     env.stop().await;
 }
 
@@ -267,8 +273,14 @@ async fn publishing_a_run_again_reruns_nothing_twice() {
     env.fake.script(marker, vec![answer_reply("twice")]);
     let source = completed(&env, agent, marker).await;
 
+    // The model holds its replies: the run is still running, and the gate says so (2).
     env.fake.hold();
     let run = eval_run(&env, agent, &["--where", "true"]);
+    let running = agentd(
+        &env,
+        &["eval", "report", &run.to_string(), "--min-pass", "1.0"],
+    );
+    assert_eq!(running.status.code(), Some(2), "{:?}", text(&running));
     // Published again while the rerun runs, then again after a worker took it.
     for _ in 0..2 {
         let again = agentd(
