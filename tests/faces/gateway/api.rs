@@ -134,6 +134,7 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ),
         ("/v1/tool_calls", "get"),
         ("/v1/tasks/{task_id}/fork", "post"),
+        ("/v1/tasks/{task_id}/rerun", "post"),
         ("/v1/agents", "get"),
         ("/v1/agents", "post"),
         ("/v1/agents/{agent_id}", "get"),
