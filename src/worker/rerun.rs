@@ -209,6 +209,24 @@ impl TaskRun<'_> {
         LlmEnd::Done(exchange.result.map_err(|error| error.to_string()))
     }
 
+    /// Per call of a reply: whether it would run (always, for a task that is not a rerun),
+    /// decided on a copy of the source's calls, so nothing is used up.
+    pub(super) fn runs_in_rerun(&self, calls: &[ToolCallRequest]) -> Vec<bool> {
+        let Some(replay) = self.replay.as_deref() else {
+            return vec![true; calls.len()];
+        };
+        let (iteration, mut tools) = (self.machine.iteration(), replay.tools.clone());
+        calls
+            .iter()
+            .map(|call| {
+                let effect = self.deps.tools.effect_of(&call.name);
+                let arguments = parsed(call);
+                let call = (iteration, call.name.as_str(), &arguments);
+                tools.decide(replay.spec.tools, call, effect) == ToolReplay::Run
+            })
+            .collect()
+    }
+
     /// A rerun's plans for the calls of a reply (CONTRACT v3 §13): a call its source made
     /// (same recursion, name and arguments) gets the source's outcome without running; with
     /// `tools` = `recorded`, a side-effecting call the source did not make is not run. The

@@ -191,8 +191,13 @@ impl TaskRun<'_> {
             awaiting: Vec::new(),
             requested: Vec::new(),
         };
+        // A rerun's call that will not run (served from the record, or a side effect
+        // refused) needs nobody's decision.
+        let runs = self.runs_in_rerun(calls);
         let gated = |(index, call): &(usize, &ToolCallRequest)| {
-            self.approval.gates(&call.name) && left.is_none_or(|left| (*index as u64) < left)
+            self.approval.gates(&call.name)
+                && left.is_none_or(|left| (*index as u64) < left)
+                && runs[*index]
         };
         if !calls.iter().enumerate().any(|pair| gated(&pair)) {
             return Ok(gate);

@@ -1,7 +1,7 @@
 //! Tier `features`: CONTRACT.md's features end to end with the real worker, RabbitMQ,
 //! PostgreSQL and the scripted model: approvals, budgets and steering, cancel wherever a
 //! task is (`cancel`), conversations, delegation, fork, replay, replies, rate limits, agent
-//! versions, the record of every model call, stall detection, unknown outcomes,
+//! versions, the record of every model call, reruns from it, stall detection, unknown outcomes,
 //! schedules, who may steer, tenants and fair shares, and retention
 //! (`prune`) with the trace tables' time partitions (`partitions`).
 //!

@@ -2,16 +2,19 @@
 //! HTTP, a real MCP server, RabbitMQ and PostgreSQL: a recorded rerun completes with the
 //! source's answer and actions while the model gets no request at all; a rerun on a
 //! version with other instructions ends `rerun_diverged` at recursion 1 with both keys; a
-//! side-effecting tool never runs again in a recorded rerun (its recorded result is used,
-//! and a call the source did not make is refused); and a rerun message that names an
+//! side-effecting tool never runs again in a recorded rerun (its recorded result is used
+//! without asking for the approval its source needed, and a call the source did not make
+//! is refused); and a rerun message that names an
 //! unknown source, another tenant's source or a bad mode ends `rejected` with its reason.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::approvals::{decide_now, decision};
 use crate::support::gateway::Gateway;
 use crate::support::harness::{self, TestEnv};
 use crate::support::process::env_for;
+use agentd::core::approval::DecisionKind;
 use agentd::scripted_model::{answer_reply, call_tool_reply, plan_reply};
 use agentd::store::versions::{self, Draft};
 use serde_json::{Value, json};
@@ -212,6 +215,12 @@ async fn a_side_effecting_tool_never_runs_again_in_a_recorded_rerun() {
     let server = harness::test_mcp_server("t", &[("AGENTD_TEST_MCP_LEDGER", &ledger)]);
     let env = TestEnv::start_with(|s| s.tools.mcp = vec![server]).await;
     let agent = env.agent(None, Some(&["t__charge"])).await;
+    // The charge needs a person's approval (CONTRACT §7).
+    sqlx::query("UPDATE agents SET approval_tools = ARRAY['t__charge'] WHERE agent_id = $1")
+        .bind(agent)
+        .execute(&env.pool)
+        .await
+        .expect("approval_tools");
     let marker = "rerun-charge";
     env.fake.script(
         marker,
@@ -221,13 +230,28 @@ async fn a_side_effecting_tool_never_runs_again_in_a_recorded_rerun() {
         ],
     );
     let source = env.submit(agent, &format!("{marker}: charge 5")).await;
+    env.wait_status(source, "waiting").await;
+    let call: String = sqlx::query_scalar("SELECT tool_call_id FROM approvals WHERE task_id = $1")
+        .bind(source)
+        .fetch_one(&env.pool)
+        .await
+        .expect("the approval request");
+    let approve = decision(DecisionKind::Approve, "ops");
+    decide_now(&env, source, &call, &approve).await;
     assert_eq!(env.wait_terminal(source).await.status, "completed");
     assert_eq!(executed(&ledger).len(), 1, "the source charged once");
     let charged = tool_calls(&env, source).await;
 
-    // Recorded model, recorded tools: the same call gets the source's result, not a run.
+    // Recorded model, recorded tools: the same call gets the source's result, not a run,
+    // and waits for nobody's approval.
     let task_id = rerun(&env, &[&source.to_string()]);
     assert_eq!(env.wait_terminal(task_id).await.status, "completed");
+    let asked: i64 = sqlx::query_scalar("SELECT count(*) FROM approvals WHERE task_id = $1")
+        .bind(task_id)
+        .fetch_one(&env.pool)
+        .await
+        .expect("approvals");
+    assert_eq!(asked, 0);
     assert_eq!(executed(&ledger).len(), 1, "the rerun charged again");
     let served = tool_calls(&env, task_id).await;
     assert_eq!(served.len(), 1);

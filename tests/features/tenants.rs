@@ -191,6 +191,7 @@ async fn two_tenants_through_the_gateway_see_only_their_own() {
         (format!("{task}/cancel"), json!({})),
         (format!("{task}/inject"), json!({"text": "stop"})),
         (format!("{task}/fork"), json!({"from_iteration": 1})),
+        (format!("{task}/rerun"), json!({})),
         (
             "/v1/tasks".to_owned(),
             json!({"agent_id": acme_agent, "input": "x"}),
@@ -219,6 +220,8 @@ async fn two_tenants_through_the_gateway_see_only_their_own() {
         (403, Some("missing_scope"))
     );
     let (status, _) = post(&gateway, &format!("{task}/cancel"), &acme_reader, json!({})).await;
+    assert_eq!(status, 403);
+    let (status, _) = post(&gateway, &format!("{task}/rerun"), &acme_reader, json!({})).await;
     assert_eq!(status, 403);
     let (status, answer) = post(
         &gateway,

@@ -292,3 +292,37 @@ fn a_rerun_takes_no_conversation_and_no_constraints_of_its_own() {
     );
     assert!(reason.contains("leave constraints out"), "{reason}");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 128, ..Default::default() })]
+
+    /// Whatever Unicode (NUL included) a rerun field carries, the reason that goes into
+    /// `tasks.error`, an AMQP header and a log line is storable and bounded, and the task
+    /// id is kept so the task can end `rejected`.
+    #[test]
+    fn any_unicode_in_a_rerun_gives_a_storable_bounded_reason(
+        mode in ".{0,300}",
+        source in ".{0,300}",
+        key in "[a-z\u{0}-\u{10ffff}]{1,40}",
+    ) {
+        for rerun in [
+            serde_json::json!({"source_task_id": SOURCE, "llm": mode}),
+            serde_json::json!({"source_task_id": SOURCE, "tools": mode}),
+            serde_json::json!({"source_task_id": source}),
+            serde_json::json!({"source_task_id": SOURCE, key.clone(): 1}),
+        ] {
+            let body = serde_json::json!({"task_id": TASK, "rerun": rerun}).to_string();
+            match parse_task(body.as_bytes(), Some("application/json"), 1 << 20) {
+                // Only the two mode names, a valid source and no other key pass.
+                Ok(spec) => proptest::prop_assert!(spec.rerun.is_some()),
+                Err(rejection) => {
+                    proptest::prop_assert!(!rejection.reason.contains('\0'));
+                    proptest::prop_assert!(
+                        rejection.reason.len() <= crate::core::bounded::REASON_BYTES + 32
+                    );
+                    proptest::prop_assert_eq!(rejection.task_id.map(|id| id.to_string()), Some(TASK.to_owned()));
+                }
+            }
+        }
+    }
+}

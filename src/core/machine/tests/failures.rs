@@ -208,3 +208,35 @@ fn cancel_closes_the_open_recursion_and_keeps_a_final_outcome() {
     m.on_llm_reply(&reply("ANSWER", json!({"answer": "a"}), json!({})), at(2));
     assert!(matches!(m.cancel(), Outcome::Completed { .. }));
 }
+
+#[test]
+fn a_rerun_that_parts_from_its_source_fails_with_the_divergence_as_its_error() {
+    use crate::core::rerun::Divergence;
+    let mut m = Machine::new(task(5));
+    llm_call(m.begin_recursion(id(1), at(1), &template()));
+    let divergence = Divergence {
+        iteration: 1,
+        expected_key: Some("a".repeat(64)),
+        got_key: "b".repeat(64),
+    };
+    let next = m.on_rerun_parted(FailReason::RerunDiverged, &divergence, at(2));
+    let Next::Finished(Outcome::Failed {
+        reason,
+        error,
+        iterations,
+        ..
+    }) = next
+    else {
+        panic!("expected Failed, got {next:?}")
+    };
+    assert_eq!((reason, iterations), (FailReason::RerunDiverged, 1));
+    assert_eq!(Divergence::from_error_text(&error), Some(divergence));
+    assert_eq!(reason.as_str(), "rerun_diverged");
+    assert!(reason.is_rerun_divergence());
+    assert!(FailReason::RerunUnrecorded.is_rerun_divergence());
+    // The open recursion ends `error`, with the same text as its error_log.
+    let events = m.take_events();
+    let record = completed(events.last().expect("events"));
+    assert_eq!(record.status, RecursionStatus::Error);
+    assert_eq!(record.error_log.as_deref(), Some(error.as_str()));
+}
