@@ -190,6 +190,10 @@ enum Command {
     /// Manage schedules: agents that run on a clock (cron in a time zone, or an interval).
     #[command(subcommand)]
     Schedule(cli::schedule::ScheduleCommand),
+    /// Evaluation runs (CONTRACT v3 §13): rerun an agent's ended tasks against a version and
+    /// compare the outcomes; `eval report --min-pass` is a CI gate.
+    #[command(subcommand)]
+    Eval(cli::eval::EvalCommand),
     /// Manage the gateway's scoped tokens (CONTRACT v3 §15): create, list, revoke.
     #[command(subcommand)]
     Token(cli::token::TokenCommand),
@@ -437,6 +441,7 @@ async fn dispatch(
         Command::Tasks(args) => cli::tasks::run(&settings, &args).await,
         Command::Schedule(command) => cli::schedule::run(&settings, command).await,
         Command::Token(command) => cli::token::run(&settings, command).await,
+        Command::Eval(command) => cli::eval::run(&settings, command).await,
         Command::Asyncapi { check } => cli::asyncapi::run(check.as_deref()),
     }
 }

@@ -5,6 +5,7 @@ pub mod asyncapi;
 pub mod cancel;
 pub mod control;
 pub mod dev;
+pub mod eval;
 pub mod follow;
 pub mod out;
 pub mod prune;

@@ -13,6 +13,7 @@
 
 pub mod asyncapi;
 pub mod control;
+pub mod eval_rerun;
 pub mod events;
 pub mod intake;
 pub mod task;

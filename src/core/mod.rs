@@ -8,6 +8,7 @@ pub mod bounded;
 pub mod budget;
 pub mod call_record;
 pub mod compact;
+pub mod eval;
 mod extract;
 pub mod fair_share;
 mod fields;

@@ -55,6 +55,7 @@ pub fn named_object(template: &str, path: &str) -> Option<Owned> {
         ("tasks", "{task_id}") => Some(Owned::Task(id)),
         ("agents", "{agent_id}") => Some(Owned::Agent(id)),
         ("schedules", "{schedule_id}") => Some(Owned::Schedule(id)),
+        ("evals", "{eval_run_id}") => Some(Owned::EvalRun(id)),
         _ => None,
     }
 }
@@ -66,6 +67,9 @@ pub fn not_found(object: Owned) -> ApiError {
         Owned::Agent(id) => ApiError::not_found("agent_not_found", format!("no agent {id}")),
         Owned::Schedule(id) => {
             ApiError::not_found("schedule_not_found", format!("no schedule {id}"))
+        }
+        Owned::EvalRun(id) => {
+            ApiError::not_found("eval_not_found", format!("no evaluation run {id}"))
         }
     }
 }
@@ -228,6 +232,10 @@ mod tests {
                 format!("/v1/schedules/{id}/fires")
             ),
             Some(Owned::Schedule(id))
+        );
+        assert_eq!(
+            named("/v1/evals/{eval_run_id}", format!("/v1/evals/{id}")),
+            Some(Owned::EvalRun(id))
         );
         assert_eq!(named("/v1/tasks", "/v1/tasks".into()), None);
         assert_eq!(

@@ -30,6 +30,7 @@ use super::errors::{ErrorBody, ErrorDetail};
         (name = "tasks", description = "Submit, follow, inspect and cancel tasks"),
         (name = "agents", description = "Agents and their task history"),
         (name = "schedules", description = "Agents that run on a clock: schedules and their fires"),
+        (name = "evals", description = "Evaluation runs: rerun an agent's ended tasks against a version and compare"),
         (name = "meta", description = "Health")
     ),
     components(schemas(Task, Recursion, ToolCall, LlmCall, Agent, ErrorBody, ErrorDetail)),

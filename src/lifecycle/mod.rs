@@ -14,6 +14,8 @@
 //!   registry of the tasks this worker runs (`running`, `interrupt`) that they reach.
 //! - The commands the CLI and the gateway share: `cancel`, `fork`, `rerun` (and `approvals::decide`,
 //!   `resolutions::resolve`).
+//! - Evaluation runs: `evals` (make a run, publish its reruns, and the pass that fills its
+//!   items when they end).
 //! - `sweep`: the shape of every periodic pass.
 
 pub mod admission;
@@ -23,6 +25,7 @@ pub mod control;
 pub mod conversations;
 pub mod deaths;
 pub mod delegation;
+pub mod evals;
 mod fleet;
 pub mod fork;
 pub mod interrupt;
@@ -92,6 +95,7 @@ pub fn spawn(
         names.tasks_queue.clone(),
         shutdown.clone(),
     ));
+    loops.push(evals::spawn_sweep(pool.clone(), shutdown.clone()));
     loops.push(control::spawn_tombstone_sweep(
         pool.clone(),
         settings.control.tombstone_secs,

@@ -9,6 +9,7 @@ pub mod children;
 pub mod claim;
 pub mod conversations;
 pub mod detail;
+pub mod evals;
 pub mod events;
 pub mod fork;
 pub mod ledger;

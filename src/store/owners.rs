@@ -1,5 +1,5 @@
-//! Which tenant an object named in a request belongs to (CONTRACT v3 §15): a task, an agent
-//! or a schedule. The gateway answers 404 for another tenant's.
+//! Which tenant an object named in a request belongs to (CONTRACT v3 §15): a task, an agent,
+//! a schedule or an evaluation run. The gateway answers 404 for another tenant's.
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -10,6 +10,8 @@ pub enum Owned {
     Task(Uuid),
     Agent(Uuid),
     Schedule(Uuid),
+    /// An evaluation run (CONTRACT v3 §13).
+    EvalRun(Uuid),
 }
 
 /// The tenant of `object`, `None` when there is no such object.
@@ -20,6 +22,10 @@ pub async fn tenant_of(pool: &PgPool, object: Owned) -> sqlx::Result<Option<Stri
         Owned::Schedule(schedule_id) => (
             "SELECT tenant_id FROM schedules WHERE schedule_id = $1",
             schedule_id,
+        ),
+        Owned::EvalRun(eval_run_id) => (
+            "SELECT tenant_id FROM eval_runs WHERE eval_run_id = $1",
+            eval_run_id,
         ),
     };
     sqlx::query_scalar(query)

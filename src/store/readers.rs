@@ -1,6 +1,6 @@
 //! Readers: where the queries of people and tools that only read go — the gateway's task
 //! reads, lists and event history, `agentd trace`, `agentd tasks`, replay's selection, and
-//! later evaluation runs' selection, which should take a [`Readers`] too. With
+//! evaluation runs' selection (`lifecycle::evals`). With
 //! `database.read_url` set they go to that read replica (a streaming standby of the
 //! primary); without it, to the primary, as before. The worker never takes one: everything
 //! it reads it must read from the primary.

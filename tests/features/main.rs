@@ -20,6 +20,7 @@ mod budgets_and_steering;
 mod cancel;
 mod conversations;
 mod delegation;
+mod evals;
 mod fair_shares;
 mod fork;
 mod llm_record;

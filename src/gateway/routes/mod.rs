@@ -6,6 +6,7 @@
 pub mod agents;
 pub mod approvals;
 mod budget;
+pub mod evals;
 pub mod fork;
 pub mod llm_calls;
 pub mod overview;
@@ -61,6 +62,8 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(schedules::actions::trigger_schedule))
         .routes(routes!(schedules::actions::schedule_fires))
+        .routes(routes!(evals::create_eval))
+        .routes(routes!(evals::get_eval))
         .route_layer(from_fn_with_state(state.clone(), access::authorize))
         .route_layer(from_fn_with_state(state.clone(), auth::require_token));
     let stream = OpenApiRouter::new()

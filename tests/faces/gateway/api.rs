@@ -150,6 +150,8 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ("/v1/schedules/{schedule_id}", "delete"),
         ("/v1/schedules/{schedule_id}/trigger", "post"),
         ("/v1/schedules/{schedule_id}/fires", "get"),
+        ("/v1/evals", "post"),
+        ("/v1/evals/{eval_run_id}", "get"),
         ("/healthz", "get"),
     ];
     let documented = documented_operations(&doc);
@@ -181,7 +183,8 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
             &path
                 .replace("{task_id}", &id.to_string())
                 .replace("{agent_id}", &id.to_string())
-                .replace("{schedule_id}", &id.to_string()),
+                .replace("{schedule_id}", &id.to_string())
+                .replace("{eval_run_id}", &id.to_string()),
         );
         let request = match method.as_str() {
             "post" => gateway.client.post(url).json(&json!({})),
