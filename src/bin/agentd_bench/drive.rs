@@ -19,7 +19,7 @@ use uuid::Uuid;
 use agentd::amqp::Publisher;
 use agentd::contract::events::{EventHead, EventType};
 
-use crate::worker::WorkerProcess;
+use crate::worker::Workers;
 
 /// What to publish and for how long to wait.
 pub struct Load {
@@ -164,7 +164,7 @@ pub async fn follow(
     load: &Load,
     publisher: &Publisher,
     mut events: mpsc::UnboundedReceiver<Seen>,
-    worker: &mut WorkerProcess,
+    workers: &mut Workers,
 ) -> anyhow::Result<Followed> {
     let (failures, mut failed) = mpsc::unbounded_channel();
     let mut run = Run {
@@ -190,7 +190,7 @@ pub async fn follow(
             seen = events.recv() => run.on_event(seen.context("the event subscription closed")?),
             Some(failure) = failed.recv() => bail!(failure),
             _ = tick.tick() => {
-                worker.ensure_alive()?;
+                workers.ensure_alive()?;
                 if Instant::now() > deadline {
                     bail!(timeout_message(&run, load.timeout));
                 }

@@ -11,8 +11,11 @@
 //! process with concurrency C, publishes N tasks (C in flight at a time), waits for every
 //! terminal event, checks in `tasks` that every task completed, prints progress on stderr
 //! and one JSON line on stdout, then stops the worker and drops what it created. Exit
-//! status 1 when anything failed.
+//! status 1 when anything failed. `--workers N` runs N worker processes on the same queues
+//! and database (each with concurrency C; C tasks stay in flight in all), and `database`
+//! in the output says what a recursion cost PostgreSQL: commits, rows, WAL and table bytes.
 
+mod database;
 mod drive;
 mod model;
 mod procfs;
@@ -33,7 +36,8 @@ use agentd::scripted_model::ScriptedModel;
 use drive::Load;
 use report::{Params, Resources};
 use setup::BenchEnv;
-use worker::WorkerProcess;
+use database::DbCounters;
+use worker::Workers;
 
 /// Benchmarks `agentd worker` end to end (see docs/performance.md).
 #[derive(Debug, Parser)]
@@ -48,6 +52,9 @@ struct Args {
     /// worker.concurrency, and the number of tasks kept in flight.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
+    /// Worker processes (each with --concurrency), as a fleet on one host.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    workers: u16,
     /// Milliseconds the scripted model waits before each reply.
     #[arg(long, default_value_t = 0)]
     llm_latency_ms: u64,
@@ -151,26 +158,42 @@ async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
         "[bench] {} tasks x {} recursions, concurrency {}, LLM latency {} ms; database {}",
         args.tasks, recursions, args.concurrency, args.llm_latency_ms, env.settings.database.url
     );
-    let mut worker = match WorkerProcess::spawn(&binary, &dir, &env.worker_env(args.db_pool)) {
-        Ok(worker) => worker,
+    let worker_env = env.worker_env(args.db_pool);
+    let mut workers = match Workers::spawn(args.workers, &binary, &dir, &worker_env, grace).await
+    {
+        Ok(workers) => workers,
         Err(err) => {
             env.cleanup().await;
             return Err(err);
         }
     };
-    let result = measure(args, &env, &model, &mut worker).await;
-    worker.stop(grace).await;
-    let log_lines = worker.log_lines();
-    if log_lines > 0 {
+    let result = measure(args, &env, &model, &mut workers).await;
+    workers.stop(grace).await;
+    let result = match result {
+        Ok((summary, before)) => with_database(summary, &before, &env).await,
+        Err(err) => Err(err),
+    };
+    let logs = workers.keep_logs();
+    if !logs.is_empty() {
         eprintln!(
-            "[bench] worker log, warn level and above, shutdown included ({log_lines} lines): {}",
-            worker.log_path.display()
+            "[bench] worker logs, warn level and above, shutdown included ({} lines): {logs:?}",
+            workers.log_lines()
         );
-    } else {
-        let _ = std::fs::remove_file(&worker.log_path);
     }
     env.cleanup().await;
     result
+}
+
+/// Adds what the run cost PostgreSQL per recursion, read once the workers have stopped.
+async fn with_database(
+    mut summary: serde_json::Value,
+    before: &DbCounters,
+    env: &BenchEnv,
+) -> anyhow::Result<serde_json::Value> {
+    let after = DbCounters::settled(&env.pool).await?;
+    let recursions = summary["recursions"].as_u64().unwrap_or(0);
+    summary["database_per_recursion"] = after.per_recursion(before, recursions);
+    Ok(summary)
 }
 
 /// Waits for the worker, runs the load, checks and summarizes it. Reads the worker's peak
@@ -179,14 +202,15 @@ async fn measure(
     args: &Args,
     env: &BenchEnv,
     model: &ScriptedModel,
-    worker: &mut WorkerProcess,
-) -> anyhow::Result<serde_json::Value> {
+    workers: &mut Workers,
+) -> anyhow::Result<(serde_json::Value, DbCounters)> {
     let events =
         agentd::amqp::subscriber::subscribe(env.broker(), &env.settings.amqp.events_exchange)
             .await
             .context("subscribing to the events exchange")?;
     let events = drive::spawn_receiver(events);
-    wait_ready(env, worker).await?;
+    wait_ready(env, workers).await?;
+    let database_before = DbCounters::read(&env.pool).await?;
     let load = Load {
         tasks: args.tasks,
         window: usize::from(args.concurrency),
@@ -196,17 +220,17 @@ async fn measure(
     };
     let load_before = procfs::load_average()?;
     let (bench_cpu, host_busy) = (procfs::process_cpu_secs("self")?, procfs::host_busy_secs()?);
-    let worker_cpu = worker.cpu_secs()?;
+    let worker_cpu = workers.cpu_secs()?;
     let processes = procfs::cpu_by_process();
-    let followed = drive::follow(&load, &env.publisher, events, worker).await?;
+    let followed = drive::follow(&load, &env.publisher, events, workers).await?;
     let services = procfs::cpu_by_service(&processes, &procfs::cpu_by_process());
     let resources = Resources {
-        peak_rss_mib: worker.peak_rss_mib()?,
-        worker_cpu_s: worker.cpu_secs()? - worker_cpu,
+        peak_rss_mib: workers.peak_rss_mib()?,
+        worker_cpu_s: workers.cpu_secs()? - worker_cpu,
         bench_cpu_s: procfs::process_cpu_secs("self")? - bench_cpu,
         host_busy_s: procfs::host_busy_secs()? - host_busy,
         llm_calls: model.answered(),
-        worker_log_lines: worker.log_lines(),
+        worker_log_lines: workers.log_lines(),
         postgres_cpu_s: services.get("postgres").copied().unwrap_or(0.0),
         rabbitmq_cpu_s: services.get("rabbitmq").copied().unwrap_or(0.0),
     };
@@ -221,6 +245,7 @@ async fn measure(
         tasks: args.tasks,
         steps: args.steps,
         concurrency: args.concurrency,
+        workers: args.workers,
         llm_latency_ms: args.llm_latency_ms,
         db_pool: args.db_pool,
         pg_synchronous_commit: args.pg_synchronous_commit.clone(),
@@ -228,18 +253,19 @@ async fn measure(
         preloaded_tasks: args.preload_tasks,
         preloaded_events: args.preload_tasks * args.preload_events,
     };
-    Ok(report::summary(&params, &followed, &stored, &resources))
+    let summary = report::summary(&params, &followed, &stored, &resources);
+    Ok((summary, database_before))
 }
 
-/// Waits until the worker consumes the tasks queue (at most 60 s).
-async fn wait_ready(env: &BenchEnv, worker: &mut WorkerProcess) -> anyhow::Result<()> {
+/// Waits until every worker consumes the tasks queue (at most 60 s).
+async fn wait_ready(env: &BenchEnv, workers: &mut Workers) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {
-        worker.ensure_alive()?;
-        if env.task_consumers().await? > 0 {
+        workers.ensure_alive()?;
+        if env.task_consumers().await? as usize >= workers.count() {
             eprintln!(
-                "[bench] worker (pid {}) consuming after {:.0} ms",
-                worker.pid(),
+                "[bench] workers (pids {:?}) consuming after {:.0} ms",
+                workers.pids(),
                 started.elapsed().as_secs_f64() * 1e3
             );
             return Ok(());
@@ -247,7 +273,7 @@ async fn wait_ready(env: &BenchEnv, worker: &mut WorkerProcess) -> anyhow::Resul
         anyhow::ensure!(
             started.elapsed() < Duration::from_secs(60),
             "the worker did not start consuming within 60 s; its log ends with:\n{}",
-            worker.log_tail(20)
+            workers.log_tail(20)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -170,3 +170,88 @@ impl WorkerProcess {
             .unwrap_or(0)
     }
 }
+
+/// The workers of one run: one `agentd worker` process or several (`--workers`), all on the
+/// same queues and database, as a fleet runs them.
+pub struct Workers(Vec<WorkerProcess>);
+
+impl Workers {
+    /// Starts `count` workers, stopping those already started if one fails to start.
+    pub async fn spawn(
+        count: u16,
+        binary: &Path,
+        dir: &Path,
+        env: &[(String, String)],
+        grace: Duration,
+    ) -> anyhow::Result<Self> {
+        let mut workers = Self(Vec::with_capacity(usize::from(count)));
+        for _ in 0..count {
+            match WorkerProcess::spawn(binary, dir, env) {
+                Ok(worker) => workers.0.push(worker),
+                Err(err) => {
+                    workers.stop(grace).await;
+                    return Err(err);
+                }
+            }
+        }
+        Ok(workers)
+    }
+
+    /// How many.
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The process ids.
+    pub fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(WorkerProcess::pid).collect()
+    }
+
+    /// Fails when any worker has exited.
+    pub fn ensure_alive(&mut self) -> anyhow::Result<()> {
+        self.0.iter_mut().try_for_each(WorkerProcess::ensure_alive)
+    }
+
+    /// The largest peak RSS of one worker, in MiB.
+    pub fn peak_rss_mib(&self) -> anyhow::Result<f64> {
+        self.0
+            .iter()
+            .map(WorkerProcess::peak_rss_mib)
+            .try_fold(0.0, |max, rss| rss.map(|rss| f64::max(max, rss)))
+    }
+
+    /// CPU time of all of them together, in seconds.
+    pub fn cpu_secs(&self) -> anyhow::Result<f64> {
+        self.0.iter().map(WorkerProcess::cpu_secs).sum()
+    }
+
+    /// Stops every worker (SIGTERM to all first, so they drain at the same time).
+    pub async fn stop(&mut self, grace: Duration) {
+        let stops = self.0.iter_mut().map(|worker| worker.stop(grace));
+        futures::future::join_all(stops).await;
+    }
+
+    /// Lines logged by all of them.
+    pub fn log_lines(&self) -> usize {
+        self.0.iter().map(WorkerProcess::log_lines).sum()
+    }
+
+    /// The last `lines` lines of each log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let tails: Vec<String> = self.0.iter().map(|w| w.log_tail(lines)).collect();
+        tails.join("\n")
+    }
+
+    /// The logs with lines in them; the empty ones are removed.
+    pub fn keep_logs(&self) -> Vec<PathBuf> {
+        let mut kept = Vec::new();
+        for worker in &self.0 {
+            if worker.log_lines() > 0 {
+                kept.push(worker.log_path.clone());
+            } else {
+                let _ = std::fs::remove_file(&worker.log_path);
+            }
+        }
+        kept
+    }
+}
