@@ -3,10 +3,13 @@
 //! `request_key` over the canonical form (`core::request_key`), and with `llm.record =
 //! full` the body's parts (each stored once per task: the parts this run already wrote are
 //! not sent to PostgreSQL again) and the response, made storable and redacted
-//! (`core::call_record`).
+//! (`core::call_record`). A part with the same bytes at the same place as in the previous
+//! attempt (the template, the earlier history) keeps its id without being made storable,
+//! redacted and hashed again: comparing bytes is cheaper than SHA-256 over them.
 
 use std::collections::HashSet;
 
+use bytes::Bytes;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -22,6 +25,8 @@ pub struct Recording {
     stored: HashSet<Uuid>,
     /// The record of the attempt that just ended, for its `llm_calls` row.
     pending: Option<Box<CallRecord>>,
+    /// The previous attempt's parts as sent, in order, with their ids.
+    previous: Vec<(Bytes, Uuid)>,
 }
 
 impl Recording {
@@ -55,13 +60,24 @@ impl Recording {
         };
         if mode.bodies() {
             let mut ids = Vec::with_capacity(sent.len());
-            for part in sent {
-                let stored = stored_part(&part.bytes, part.text.clone(), redactor);
-                ids.push(stored.id);
-                if self.stored.insert(stored.id) {
-                    record.new_parts.push(stored);
-                }
+            let mut parts = Vec::with_capacity(sent.len());
+            for (index, part) in sent.iter().enumerate() {
+                let id = match self.previous.get(index) {
+                    // Same bytes, same redaction: the same stored part, stored already.
+                    Some((bytes, id)) if *bytes == part.bytes => *id,
+                    _ => {
+                        let stored = stored_part(&part.bytes, part.text.clone(), redactor);
+                        let id = stored.id;
+                        if self.stored.insert(id) {
+                            record.new_parts.push(stored);
+                        }
+                        id
+                    }
+                };
+                ids.push(id);
+                parts.push((part.bytes.clone(), id));
             }
+            self.previous = parts;
             record.parts = Some(ids);
             record.response = response.map(|r| stored_response(r, redactor).to_string());
         }

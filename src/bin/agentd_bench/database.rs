@@ -23,7 +23,10 @@ impl DbCounters {
     /// Reads them now. Clears this backend's statistics snapshot first, so two readings in
     /// one session are not the same cached one.
     pub async fn read(pool: &PgPool) -> anyhow::Result<Self> {
-        let mut conn = pool.acquire().await.context("a connection for statistics")?;
+        let mut conn = pool
+            .acquire()
+            .await
+            .context("a connection for statistics")?;
         sqlx::query("SELECT pg_stat_clear_snapshot()")
             .execute(&mut *conn)
             .await

@@ -33,10 +33,10 @@ use clap::Parser;
 use agentd::config::Settings;
 use agentd::scripted_model::ScriptedModel;
 
+use database::DbCounters;
 use drive::Load;
 use report::{Params, Resources};
 use setup::BenchEnv;
-use database::DbCounters;
 use worker::Workers;
 
 /// Benchmarks `agentd worker` end to end (see docs/performance.md).
@@ -159,8 +159,7 @@ async fn run(args: &Args) -> anyhow::Result<serde_json::Value> {
         args.tasks, recursions, args.concurrency, args.llm_latency_ms, env.settings.database.url
     );
     let worker_env = env.worker_env(args.db_pool);
-    let mut workers = match Workers::spawn(args.workers, &binary, &dir, &worker_env, grace).await
-    {
+    let mut workers = match Workers::spawn(args.workers, &binary, &dir, &worker_env, grace).await {
         Ok(workers) => workers,
         Err(err) => {
             env.cleanup().await;
