@@ -112,8 +112,12 @@ async fn a_recorded_rerun_answers_from_the_record_and_the_model_gets_no_request(
     let asked = env.fake.requests_for(marker).len();
     assert_eq!(asked, 3);
 
+    // The provider is as good as down: the model holds every request it gets, so a rerun
+    // that asked it would not end.
+    env.fake.hold();
     let task_id = rerun(&env, &[&source.to_string()]);
     let again = env.wait_terminal(task_id).await;
+    env.fake.release();
     assert_eq!(again.status, "completed", "{:?}", again.error);
     assert_eq!(again.answer, done.answer);
     assert_eq!(again.iterations, done.iterations);
