@@ -22,6 +22,7 @@ mod llm_call;
 mod llm_deltas;
 mod llm_record;
 mod rerun;
+mod start;
 mod step_commit;
 mod task_run;
 mod tool_calls;

@@ -9,10 +9,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::support::harness::{self, TestEnv};
-use crate::support::process::{self, WorkerProcess};
-use crate::support::wait::{self, NEXT_STEP_WITHIN, Says, TASK_ENDS_WITHIN};
-use crate::support::words;
+use crate::support::harness::TestEnv;
+use crate::support::held::{HeldCalls, held_calls};
+use crate::support::process::WorkerProcess;
+use crate::support::wait::{self, NEXT_STEP_WITHIN, Says};
 use agentd::amqp::control::send_control;
 use agentd::contract::ControlMessage;
 use agentd::contract::control::Resolve;
@@ -47,50 +47,17 @@ async fn call_state(env: &TestEnv, task_id: Uuid) -> Option<(String, Option<bool
 }
 
 /// A task of an agent with `on_unknown = hold` whose `charge` call was cut short by a
-/// SIGKILL, held by a second worker: the environment, the task, the ledger file, the second
-/// worker and the LLM (kept alive).
+/// SIGKILL, held by a second worker (`support::held`): the environment, the task, the ledger
+/// file, the second worker and the LLM (kept alive).
 async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, ScriptedModel) {
-    let llm = words::start().await;
-    let base_url = llm.base_url();
-    let env = TestEnv::without_worker(move |s| {
-        s.llm.base_url = base_url;
-        s.worker.lease_secs = 1.5;
-        s.worker.tool_timeout_ms = 30_000;
-    })
-    .await;
-    let dir = harness::scratch_dir("unknown");
-    let ledger: PathBuf = dir.join("executed.txt");
-    let config = dir.join("tools.toml");
-    let toml = format!(
-        "[tools]\ncall_timeout_ms = 30000\n[[tools.mcp]]\nname = \"t\"\ncommand = \"{}\"\n\
-         env = {{ AGENTD_TEST_MCP_LEDGER = \"{}\" }}\n",
-        harness::test_mcp_server_bin(),
-        ledger.display()
-    );
-    std::fs::write(&config, toml).expect("config file");
-    let agent = env.agent(None, Some(&["t__charge", "calculate"])).await;
-    sqlx::query("UPDATE agents SET on_unknown = 'hold' WHERE agent_id = $1")
-        .bind(agent)
-        .execute(&env.pool)
-        .await
-        .expect("on_unknown");
-
-    let input = r#"charge steps=1 tool=t__charge args={"amount":5,"sleep_ms":2500}"#;
-    let task_id = env.submit(agent, input).await;
-    let mut first = WorkerProcess::spawn_with_config(&env.settings, Some(&config), &[]);
-    let what = Says(|| format!("the charge started: {}", first.log()));
-    wait::until_true(what, TASK_ENDS_WITHIN, || async {
-        call_state(&env, task_id).await.map(|c| c.0).as_deref() == Some("started")
-    })
-    .await;
-    let killed_servers = first.tool_servers();
-    assert!(
-        !killed_servers.is_empty(),
-        "the worker runs its tool server"
-    );
-    first.kill();
-    let second = WorkerProcess::spawn_with_config(&env.settings, Some(&config), &[]);
-    env.wait_status(task_id, "waiting").await;
+    let HeldCalls {
+        env,
+        tasks,
+        ledger,
+        worker: second,
+        llm,
+    } = held_calls(1).await;
+    let task_id = tasks[0];
     assert_eq!(
         state_of(&env, task_id).await,
         ("waiting".to_owned(), Some("unknown_outcome".to_owned())),
@@ -118,8 +85,6 @@ async fn held_task() -> (TestEnv, Uuid, PathBuf, WorkerProcess, ScriptedModel) {
         .await
         .unwrap();
     assert_eq!(held.len(), 1, "listed as waiting for a person");
-    // Whatever the killed worker's charge did, it has done once its server is gone.
-    process::wait_gone(&killed_servers).await;
 
     (env, task_id, ledger, second, llm)
 }
