@@ -6,7 +6,10 @@
 //! - `reply/parse`: one model reply (seed-002 JSON plus a native tool call) parsed;
 //! - `reply/apply`: the whole machine step for that reply (parse, close the recursion,
 //!   history, events);
-//! - `checkpoint/to_value`: the machine serialized as the driver checkpoints it.
+//! - `checkpoint/to_value`: the machine serialized as the driver checkpoints it;
+//! - `record/request_key`: the canonical key of the recursion's request (CONTRACT v3 §12),
+//!   what `llm.record = hash | full` adds to every model call besides the SHA-256 of the
+//!   bytes sent (`record/request_sha256`, over the request's JSON text).
 //!
 //! Run with `cargo bench --bench core` (add `-- --quick` for a fast pass).
 
@@ -20,8 +23,10 @@ use uuid::Uuid;
 use agentd::core::action::parse_reply;
 use agentd::core::limits::Limits;
 use agentd::core::machine::{Machine, Next, TaskInfo};
+use agentd::core::outcome::LlmCall;
 use agentd::core::prompt::PromptTemplate;
-use agentd::core::types::{LlmReply, ToolCallRequest, ToolCallResult};
+use agentd::core::request_key::{request_key, sha256_hex};
+use agentd::core::types::{LlmReply, ToolCallRequest, ToolCallResult, ToolSpec};
 
 /// The recursions the benchmarks look at.
 const ITERATIONS: [u32; 2] = [1, 30];
@@ -167,5 +172,40 @@ fn checkpoint(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, snapshot, replies, checkpoint);
+/// The `calculate` tool as the scripted loads offer it.
+fn tools() -> Vec<ToolSpec> {
+    vec![ToolSpec {
+        name: "calculate".into(),
+        description: "Evaluates an arithmetic expression.".into(),
+        parameters: json!({"type": "object", "required": ["expression"],
+            "properties": {"expression": {"type": "string"}}}),
+    }]
+}
+
+fn record(c: &mut Criterion) {
+    let template = template();
+    let tools = tools();
+    let mut group = c.benchmark_group("record");
+    for n in ITERATIONS {
+        let Next::CallLlm(LlmCall { messages, .. }) =
+            machine_at(n, &template).resume(at(59), &template)
+        else {
+            panic!("recursion {n} does not call the model");
+        };
+        group.bench_with_input(
+            BenchmarkId::new("request_key", n),
+            &messages,
+            |b, messages| {
+                b.iter(|| black_box(request_key("bench-model", black_box(messages), &tools)));
+            },
+        );
+        let body: String = messages.iter().map(|m| m.content.to_string()).collect();
+        group.bench_with_input(BenchmarkId::new("request_sha256", n), &body, |b, body| {
+            b.iter(|| black_box(sha256_hex([black_box(body.as_bytes())])));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, snapshot, replies, checkpoint, record);
 criterion_main!(benches);

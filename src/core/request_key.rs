@@ -20,13 +20,19 @@
 //!   `wall_secs` of a budget's `used` (the task's age), becomes `<elapsed>`.
 //!
 //! The user's input (message 0) and text that is not JSON are kept as they are.
+//!
+//! [`canonical`] builds that value; [`request_key`] writes the same JSON text straight into
+//! the hasher (the template's parts escaped once, no copy of the whole request, the ids
+//! found in one pass over each string), which a test holds byte for byte to
+//! `canonical(..).to_string()`.
 
 use std::collections::HashMap;
 
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::core::text::Text;
+use crate::core::text::{Piece, Text};
 use crate::core::types::{ChatMessage, Role, ToolSpec};
 
 /// Keys whose string value is an id that differs between runs.
@@ -58,23 +64,34 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// The request key: lowercase hex SHA-256 of [`canonical`]'s JSON text.
+/// The request key: lowercase hex SHA-256 of [`canonical`]'s JSON text, written into the
+/// hasher as it is made (keys in the order `serde_json` sorts them).
 pub fn request_key(model: &str, messages: &[ChatMessage], tools: &[ToolSpec]) -> String {
-    let text = canonical(model, messages, tools).to_string();
-    sha256_hex([text.as_bytes()])
+    let parsed = masked(messages);
+    let mut out = Hashing(Sha256::new());
+    let mut scratch = Scratch::default();
+    out.put(b"{\"messages\":[");
+    for (index, (message, content)) in messages.iter().zip(&parsed).enumerate() {
+        if index > 0 {
+            out.put(b",");
+        }
+        out.put(b"{\"content\":\"");
+        content.write_escaped(&message.content, &mut out, &mut scratch);
+        out.put(b"\",\"role\":\"");
+        out.put(role_name(message.role).as_bytes());
+        out.put(b"\"}");
+    }
+    out.put(b"],\"model\":");
+    scratch.json(&model, &mut out);
+    out.put(b",\"tools\":");
+    scratch.json(&tools_value(tools), &mut out);
+    out.put(b"}");
+    hex(&out.0.finalize())
 }
 
 /// The canonical form of a request (see the module doc).
 pub fn canonical(model: &str, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
-    // Parse what is JSON first, so that ids are numbered over the whole request.
-    let mut parsed: Vec<Content> = messages.iter().map(Content::of).collect();
-    let mut masker = Masker::default();
-    for content in &parsed {
-        content.visit(|value| masker.collect(value));
-    }
-    for content in &mut parsed {
-        content.visit_mut(|value| masker.mask(value, None));
-    }
+    let parsed = masked(messages);
     let messages: Vec<Value> = messages
         .iter()
         .zip(parsed)
@@ -82,6 +99,26 @@ pub fn canonical(model: &str, messages: &[ChatMessage], tools: &[ToolSpec]) -> V
             json!({"role": role_name(message.role), "content": content.into_text(&message.content)})
         })
         .collect();
+    json!({"model": model, "messages": messages, "tools": tools_value(tools)})
+}
+
+/// The messages' contents with what is JSON parsed and masked, ids numbered over the whole
+/// request.
+fn masked(messages: &[ChatMessage]) -> Vec<Content> {
+    // Parse what is JSON first, so that ids are numbered over the whole request.
+    let mut parsed: Vec<Content> = messages.iter().map(Content::of).collect();
+    let mut masker = Masker::default();
+    for content in &parsed {
+        content.visit(|value| masker.collect(value));
+    }
+    masker.prepare();
+    for content in &mut parsed {
+        content.visit_mut(|value| masker.mask(value, None));
+    }
+    parsed
+}
+
+fn tools_value(tools: &[ToolSpec]) -> Value {
     let tools: Vec<Value> = tools
         .iter()
         .map(|tool| {
@@ -90,7 +127,63 @@ pub fn canonical(model: &str, messages: &[ChatMessage], tools: &[ToolSpec]) -> V
                 "parameters": tool.parameters}})
         })
         .collect();
-    json!({"model": model, "messages": messages, "tools": tools})
+    Value::Array(tools)
+}
+
+/// A SHA-256 being fed.
+struct Hashing(Sha256);
+
+impl Hashing {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Buffers reused while one key is written.
+#[derive(Default)]
+struct Scratch {
+    value: Vec<u8>,
+    quoted: Vec<u8>,
+}
+
+impl Scratch {
+    /// Writes `value` as JSON.
+    fn json(&mut self, value: &impl serde::Serialize, out: &mut Hashing) {
+        // Writing into a hasher cannot fail, nor can serializing a `Value` or a `&str`.
+        let _ = serde_json::to_writer(&mut *out, value);
+    }
+
+    /// Writes `text` as the contents of a JSON string (escaped, without the quotes).
+    /// Escaping goes character by character, so pieces escaped one by one make the
+    /// escaped whole.
+    fn escaped(&mut self, text: &str, out: &mut Hashing) {
+        self.quoted.clear();
+        let _ = serde_json::to_writer(&mut self.quoted, text);
+        if let Some(inner) = self.quoted.get(1..self.quoted.len().saturating_sub(1)) {
+            out.put(inner);
+        }
+    }
+
+    /// Writes `value`'s JSON text as the contents of a JSON string.
+    fn escaped_json(&mut self, value: &Value, out: &mut Hashing) {
+        self.value.clear();
+        let _ = serde_json::to_writer(&mut self.value, value);
+        let text = std::mem::take(&mut self.value);
+        // serde_json writes valid UTF-8.
+        self.escaped(std::str::from_utf8(&text).unwrap_or_default(), out);
+        self.value = text;
+    }
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -136,6 +229,23 @@ impl Content {
         }
     }
 
+    /// Writes what [`Self::into_text`] makes, escaped as the contents of a JSON string.
+    fn write_escaped(&self, original: &Text, out: &mut Hashing, scratch: &mut Scratch) {
+        match self {
+            Self::Json(value) => scratch.escaped_json(value, out),
+            Self::Verbatim | Self::Snapshot(_) => {
+                for piece in original.pieces() {
+                    match (piece, self) {
+                        (Piece::Escaped(part), _) => out.put(part.as_bytes()),
+                        // A snapshot's every hole holds the fill, masked.
+                        (Piece::Raw(_), Self::Snapshot(value)) => scratch.escaped_json(value, out),
+                        (Piece::Raw(text), _) => scratch.escaped(text, out),
+                    }
+                }
+            }
+        }
+    }
+
     /// The message text with the masked values in place.
     fn into_text(self, original: &Text) -> String {
         match self {
@@ -165,9 +275,11 @@ impl Content {
 #[derive(Default)]
 struct Masker {
     ids: HashMap<String, String>,
-    /// Ids in order of first appearance, longest first when replacing inside text.
+    /// Ids in order of first appearance, the order they are replaced in inside text.
     order: Vec<String>,
     counts: HashMap<&'static str, usize>,
+    /// Finds whether a string holds any id, in one pass ([`Self::prepare`]).
+    finder: Option<AhoCorasick>,
 }
 
 impl Masker {
@@ -198,6 +310,28 @@ impl Masker {
         self.order.push(id.to_owned());
     }
 
+    /// Builds the finder over the ids collected (none: no string holds an id).
+    fn prepare(&mut self) {
+        self.finder = match self.order.is_empty() {
+            true => None,
+            // Built for every request: a noncontiguous NFA is the cheapest to build (a DFA, the
+            // default for a few ids, costs more to build than it saves here).
+            false => AhoCorasick::builder()
+                .kind(Some(AhoCorasickKind::NoncontiguousNFA))
+                .build(&self.order)
+                .ok(),
+        };
+    }
+
+    /// Whether `text` may hold an id (equal to one, or quoting one).
+    fn may_hold_id(&self, text: &str) -> bool {
+        match &self.finder {
+            Some(finder) => finder.is_match(text),
+            // No finder: no ids, or it could not be built (then look the slow way).
+            None => !self.order.is_empty(),
+        }
+    }
+
     /// Masks `value` in place; `key` is the key it sits under.
     fn mask(&self, value: &mut Value, key: Option<&str>) {
         match value {
@@ -206,10 +340,11 @@ impl Masker {
             Value::String(text) => {
                 if key.is_some_and(|k| k.ends_with("_at")) && is_rfc3339(text) {
                     *text = TIMESTAMP.to_owned();
-                } else if let Some(placeholder) = self.ids.get(text.as_str()) {
-                    text.clone_from(placeholder);
-                } else {
-                    self.replace_within(text);
+                } else if self.may_hold_id(text) {
+                    match self.ids.get(text.as_str()) {
+                        Some(placeholder) => text.clone_from(placeholder),
+                        None => self.replace_within(text),
+                    }
                 }
             }
             Value::Number(_) => {

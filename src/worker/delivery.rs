@@ -262,9 +262,18 @@ async fn run(
     }
     match end? {
         RunEnd::Finished(_) => {
-            deps.replies.ended(spec.task_id);
+            // A task this intake recorded owes a reply only when its message asked for one,
+            // and has no parent (a delegated child's row is recorded before its message is
+            // sent): nothing to look up, two statements fewer per task. Both obligations
+            // live in rows that each worker's sweep also reads (replies every 5 s, parents
+            // in `lifecycle::sweep`), so a nudge left out here is never a loss.
+            if !inserted || reply.is_some() {
+                deps.replies.ended(spec.task_id);
+            }
             conversations::turn_ended(&deps.fleet, spec.conversation_id).await;
-            delegation::task_ended(&deps.fleet, spec.task_id).await;
+            if !inserted {
+                delegation::task_ended(&deps.fleet, spec.task_id).await;
+            }
             Ok(Handled::Finished)
         }
         RunEnd::Waiting => {

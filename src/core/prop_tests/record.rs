@@ -2,7 +2,9 @@
 //! whatever Unicode a message or a response holds (NUL, its escape, stray backslashes and
 //! quotes), a stored request part and a stored response are storable (`text` and `jsonb`
 //! take them), a part still reads as the JSON the body had, with its text made storable and
-//! redacted, and its address is the hash of what is stored.
+//! redacted, and its address is the hash of what is stored. The request key written straight
+//! into its hasher is the hash of the canonical form's text, byte for byte, whatever the
+//! messages hold (ids quoted inside text, times, elapsed values, any Unicode).
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -10,8 +12,56 @@ use serde_json::{Value, json};
 use super::config;
 use super::storable::unicode_text;
 use crate::core::call_record::{Redactor, part_id, stored_part, stored_response};
+use crate::core::prompt::PromptTemplate;
+use crate::core::request_key::{canonical, request_key, sha256_hex};
 use crate::core::storable::{self, is_storable, is_storable_json, json_text};
 use crate::core::text::escape;
+use crate::core::types::{ChatMessage, Role, ToolSpec};
+
+/// Ids that recur across a request, one a prefix of another (`call_1`, `call_10`).
+const IDS: &[&str] = &[
+    "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa",
+    "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb",
+    "call_1",
+    "call_10",
+    "\\u0000",
+    "\u{0}",
+    "好",
+];
+
+/// A JSON object in the shape of a snapshot or a history message: ids under id keys, the
+/// same ids quoted in text, times, elapsed values and outside text.
+fn request_json() -> impl Strategy<Value = Value> {
+    let id = || proptest::sample::select(IDS);
+    let texts = (unicode_text(), unicode_text());
+    (id(), id(), id(), texts, any::<u32>(), any::<bool>()).prop_map(
+        |(a, b, c, (text, more), n, flag)| {
+            json!({"task_id": a, "trace_id": b, "updated_at": "2026-11-27T10:00:00Z",
+                "fire_at": text, "note": format!("{text} {c} {a}{more}"),
+                "tool_call_results": [{"tool_call_id": c, "result": more, "duration_ms": n}],
+                "budget": {"used": {"wall_secs": f64::from(n) / 7.0, "tokens": n}},
+                "flag": flag, "list": [text, c, null]})
+        },
+    )
+}
+
+/// A message of a request: the user's input, the system prompt with a snapshot (or a fill
+/// that is not JSON), or a history message (JSON or not).
+fn request_message() -> impl Strategy<Value = ChatMessage> {
+    prop_oneof![
+        unicode_text().prop_map(|text| ChatMessage::new(Role::User, text)),
+        (request_json(), unicode_text(), any::<bool>()).prop_map(|(state, text, json)| {
+            let template = PromptTemplate::new(format!("A \"{text}\"\n{{{{current_state}}}}\nB"))
+                .or_else(|_| PromptTemplate::new("{{current_state}}"))
+                .expect("a template");
+            let fill = if json { state.to_string() } else { text };
+            ChatMessage::new(Role::System, template.render(fill))
+        }),
+        (request_json(), unicode_text(), any::<bool>()).prop_map(|(value, text, json)| {
+            ChatMessage::new(Role::Assistant, if json { value.to_string() } else { text })
+        }),
+    ]
+}
 
 /// A message as the body carries it, and where its escaped text is.
 fn message_part(text: &str) -> (String, std::ops::Range<usize>) {
@@ -61,5 +111,22 @@ proptest! {
         let stored = stored_response(response, &redactor);
         prop_assert!(is_storable_json(&stored));
         prop_assert!(storable_everywhere(&stored.to_string()));
+    }
+
+    #[test]
+    fn the_request_key_hashes_the_canonical_text(
+        messages in proptest::collection::vec(request_message(), 0..6),
+        model in unicode_text(),
+        description in unicode_text(),
+    ) {
+        let tools = [ToolSpec {
+            name: "calculate".into(),
+            description,
+            parameters: json!({"type": "object", "properties": {"expression": {"type": "string"}}}),
+        }];
+        let text = canonical(&model, &messages, &tools).to_string();
+        prop_assert_eq!(request_key(&model, &messages, &tools), sha256_hex([text.as_bytes()]));
+        let bare = canonical(&model, &messages, &[]).to_string();
+        prop_assert_eq!(request_key(&model, &messages, &[]), sha256_hex([bare.as_bytes()]));
     }
 }
