@@ -9,7 +9,9 @@
 //! - `checkpoint/to_value`: the machine serialized as the driver checkpoints it;
 //! - `record/request_key`: the canonical key of the recursion's request (CONTRACT v3 §12),
 //!   what `llm.record = hash | full` adds to every model call besides the SHA-256 of the
-//!   bytes sent (`record/request_sha256`, over the request's JSON text).
+//!   bytes sent (`record/request_sha256`, over the request's JSON text);
+//!   `record/request_key_kept_head` the same key as a worker makes it for a task's later
+//!   requests (the hash state after the input and the template's head kept).
 //!
 //! Run with `cargo bench --bench core` (add `-- --quick` for a fast pass).
 
@@ -25,7 +27,7 @@ use agentd::core::limits::Limits;
 use agentd::core::machine::{Machine, Next, TaskInfo};
 use agentd::core::outcome::LlmCall;
 use agentd::core::prompt::PromptTemplate;
-use agentd::core::request_key::{request_key, sha256_hex};
+use agentd::core::request_key::{KeyHead, request_key, request_key_with, sha256_hex};
 use agentd::core::types::{LlmReply, ToolCallRequest, ToolCallResult, ToolSpec};
 
 /// The recursions the benchmarks look at.
@@ -197,6 +199,22 @@ fn record(c: &mut Criterion) {
             &messages,
             |b, messages| {
                 b.iter(|| black_box(request_key("bench-model", black_box(messages), &tools)));
+            },
+        );
+        let mut head = KeyHead::default();
+        request_key_with(&mut head, "bench-model", &messages, &tools);
+        group.bench_with_input(
+            BenchmarkId::new("request_key_kept_head", n),
+            &messages,
+            |b, messages| {
+                b.iter(|| {
+                    black_box(request_key_with(
+                        &mut head,
+                        "bench-model",
+                        black_box(messages),
+                        &tools,
+                    ))
+                });
             },
         );
         let body: String = messages.iter().map(|m| m.content.to_string()).collect();

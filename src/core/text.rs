@@ -97,6 +97,11 @@ impl TemplateParts {
         self.raw.first().map_or("", |part| part)
     }
 
+    /// The text before the first placeholder, JSON-escaped (without quotes).
+    pub fn escaped_head(&self) -> &str {
+        self.escaped.first().map_or("", |part| part)
+    }
+
     /// How many placeholders the template has.
     pub fn holes(&self) -> usize {
         self.raw.len().saturating_sub(1)

@@ -21,7 +21,7 @@ use super::task_run::TaskRun;
 use crate::contract::events::{EventData, LlmRetry};
 use crate::core::machine::LlmCall;
 use crate::core::rate_limit::{RateLimit, estimate_tokens, limit_for};
-use crate::core::request_key::request_key;
+use crate::core::request_key::request_key_with;
 use crate::core::retry::{ErrorClass, RetryDecision};
 use crate::core::storable;
 use crate::core::types::LlmReply;
@@ -267,7 +267,9 @@ impl TaskRun<'_> {
                     self.publish_delta(call, attempt, deltas).await?;
                     return Ok(exchange.map(|exchange| {
                         let mode = (self.deps.record, &*self.deps.redactor);
-                        let key = || request_key(&self.model, &call.messages, &self.tool_specs);
+                        let key = |head: &mut _| {
+                            request_key_with(head, &self.model, &call.messages, &self.tool_specs)
+                        };
                         self.recording.keep(mode, key, &exchange.sent, exchange.response);
                         exchange.result
                     }));

@@ -14,7 +14,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::core::call_record::{RecordMode, Redactor, stored_part, stored_response};
-use crate::core::request_key::sha256_hex;
+use crate::core::request_key::{KeyHead, sha256_hex};
 use crate::ports::BodyPart;
 use crate::store::llm_record::CallRecord;
 
@@ -27,6 +27,8 @@ pub struct Recording {
     pending: Option<Box<CallRecord>>,
     /// The previous attempt's parts as sent, in order, with their ids.
     previous: Vec<(Bytes, Uuid)>,
+    /// The request key's hash state after the head every request of the task shares.
+    key_head: KeyHead,
 }
 
 impl Recording {
@@ -41,11 +43,12 @@ pub(super) type Mode<'a> = (RecordMode, &'a Redactor);
 
 impl Recording {
     /// Keeps the record of the attempt that `sent` the body and got `response`. `key` makes
-    /// the canonical request key (CONTRACT §12) of the request, when one is recorded.
+    /// the canonical request key (CONTRACT §12) of the request, when one is recorded, from
+    /// the hash state of the task's head.
     pub(super) fn keep(
         &mut self,
         (mode, redactor): Mode<'_>,
-        key: impl FnOnce() -> String,
+        key: impl FnOnce(&mut KeyHead) -> String,
         sent: &[BodyPart],
         response: Option<Value>,
     ) {
@@ -55,7 +58,7 @@ impl Recording {
         }
         let mut record = CallRecord {
             request_sha256: sha256_hex(sent.iter().map(|part| &part.bytes[..])),
-            request_key: key(),
+            request_key: key(&mut self.key_head),
             ..CallRecord::default()
         };
         if mode.bodies() {

@@ -198,7 +198,7 @@ impl TaskRun<'_> {
         let exchange = crate::llm::recorded_exchange(&request, response);
         let mode = (self.deps.record, &*self.deps.redactor);
         self.recording
-            .keep(mode, || key, &exchange.sent, exchange.response);
+            .keep(mode, |_| key, &exchange.sent, exchange.response);
         let timing = Timing {
             started_at,
             latency_ms: 0,

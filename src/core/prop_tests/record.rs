@@ -13,7 +13,7 @@ use super::config;
 use super::storable::unicode_text;
 use crate::core::call_record::{Redactor, part_id, stored_part, stored_response};
 use crate::core::prompt::PromptTemplate;
-use crate::core::request_key::{canonical, request_key, sha256_hex};
+use crate::core::request_key::{KeyHead, canonical, request_key, request_key_with, sha256_hex};
 use crate::core::storable::{self, is_storable, is_storable_json, json_text};
 use crate::core::text::escape;
 use crate::core::types::{ChatMessage, Role, ToolSpec};
@@ -128,5 +128,29 @@ proptest! {
         prop_assert_eq!(request_key(&model, &messages, &tools), sha256_hex([text.as_bytes()]));
         let bare = canonical(&model, &messages, &[]).to_string();
         prop_assert_eq!(request_key(&model, &messages, &[]), sha256_hex([bare.as_bytes()]));
+    }
+
+    #[test]
+    fn a_kept_head_gives_the_same_keys(
+        turns in proptest::collection::vec(
+            (proptest::sample::select(&["add 1 and 2", "", "\u{0}\"好\\"][..]), request_json(),
+             proptest::collection::vec(request_json(), 0..3), any::<bool>()),
+            1..6),
+        template in unicode_text(),
+    ) {
+        let template = PromptTemplate::new(format!("{template}{{{{current_state}}}}end"))
+            .or_else(|_| PromptTemplate::new("{{current_state}}"))
+            .expect("a template");
+        let other = PromptTemplate::new("other {{current_state}}").expect("a template");
+        let mut head = KeyHead::default();
+        for (input, state, history, same_template) in turns {
+            let prompt = if same_template { &template } else { &other };
+            let mut messages = vec![
+                ChatMessage::new(Role::User, input),
+                ChatMessage::new(Role::System, prompt.render(state.to_string())),
+            ];
+            messages.extend(history.iter().map(|h| ChatMessage::new(Role::Assistant, h.to_string())));
+            prop_assert_eq!(request_key_with(&mut head, "m", &messages, &[]), request_key("m", &messages, &[]));
+        }
     }
 }

@@ -23,14 +23,20 @@
 //!
 //! [`canonical`] builds that value; [`request_key`] writes the same JSON text straight into
 //! the hasher (the template's parts escaped once, no copy of the whole request, the ids
-//! found in one pass over each string), which a test holds byte for byte to
-//! `canonical(..).to_string()`.
+//! found in one pass over each string), which a property holds byte for byte to
+//! `canonical(..).to_string()`; [`request_key_with`] also starts a task's later requests
+//! from the hash state after the head they share (`hashing`).
+
+mod hashing;
 
 use std::collections::HashMap;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
+
+pub use hashing::KeyHead;
+use hashing::{Hashing, Scratch};
 
 use crate::core::text::{Piece, Text};
 use crate::core::types::{ChatMessage, Role, ToolSpec};
@@ -67,8 +73,20 @@ pub fn hex(bytes: &[u8]) -> String {
 /// The request key: lowercase hex SHA-256 of [`canonical`]'s JSON text, written into the
 /// hasher as it is made (keys in the order `serde_json` sorts them).
 pub fn request_key(model: &str, messages: &[ChatMessage], tools: &[ToolSpec]) -> String {
+    request_key_with(&mut KeyHead::default(), model, messages, tools)
+}
+
+/// [`request_key`], starting from `head`'s hash state when the request begins as the one it
+/// was made for (the same input and template): a task's requests share their first 15 KB
+/// or so, which is then not hashed again. `head` is made (or remade) otherwise.
+pub fn request_key_with(
+    head: &mut KeyHead,
+    model: &str,
+    messages: &[ChatMessage],
+    tools: &[ToolSpec],
+) -> String {
     let parsed = masked(messages);
-    let mut out = Hashing(Sha256::new());
+    let mut out = head.start(messages);
     let mut scratch = Scratch::default();
     out.put(b"{\"messages\":[");
     for (index, (message, content)) in messages.iter().zip(&parsed).enumerate() {
@@ -86,7 +104,8 @@ pub fn request_key(model: &str, messages: &[ChatMessage], tools: &[ToolSpec]) ->
     out.put(b",\"tools\":");
     scratch.json(&tools_value(tools), &mut out);
     out.put(b"}");
-    hex(&out.0.finalize())
+    head.keep(&mut out, messages);
+    hex(&out.finish())
 }
 
 /// The canonical form of a request (see the module doc).
@@ -128,62 +147,6 @@ fn tools_value(tools: &[ToolSpec]) -> Value {
         })
         .collect();
     Value::Array(tools)
-}
-
-/// A SHA-256 being fed.
-struct Hashing(Sha256);
-
-impl Hashing {
-    fn put(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-}
-
-impl std::io::Write for Hashing {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Buffers reused while one key is written.
-#[derive(Default)]
-struct Scratch {
-    value: Vec<u8>,
-    quoted: Vec<u8>,
-}
-
-impl Scratch {
-    /// Writes `value` as JSON.
-    fn json(&mut self, value: &impl serde::Serialize, out: &mut Hashing) {
-        // Writing into a hasher cannot fail, nor can serializing a `Value` or a `&str`.
-        let _ = serde_json::to_writer(&mut *out, value);
-    }
-
-    /// Writes `text` as the contents of a JSON string (escaped, without the quotes).
-    /// Escaping goes character by character, so pieces escaped one by one make the
-    /// escaped whole.
-    fn escaped(&mut self, text: &str, out: &mut Hashing) {
-        self.quoted.clear();
-        let _ = serde_json::to_writer(&mut self.quoted, text);
-        if let Some(inner) = self.quoted.get(1..self.quoted.len().saturating_sub(1)) {
-            out.put(inner);
-        }
-    }
-
-    /// Writes `value`'s JSON text as the contents of a JSON string.
-    fn escaped_json(&mut self, value: &Value, out: &mut Hashing) {
-        self.value.clear();
-        let _ = serde_json::to_writer(&mut self.value, value);
-        let text = std::mem::take(&mut self.value);
-        // serde_json writes valid UTF-8.
-        self.escaped(std::str::from_utf8(&text).unwrap_or_default(), out);
-        self.value = text;
-    }
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -531,6 +494,37 @@ mod tests {
         assert_eq!(
             canonical("m", &messages, &[])["messages"][0]["content"],
             "a not json b"
+        );
+    }
+
+    #[test]
+    fn the_head_is_hashed_once_per_task() {
+        let template = PromptTemplate::new("SYSTEM\n{{current_state}}\nEND").unwrap();
+        let mut head = KeyHead::default();
+        let first = request(TASK, TRACE, "2026-01-01T00:00:00Z", 1.5, "note");
+        let key = request_key_with(&mut head, "m", &first, &[]);
+        assert_eq!(key, request_key("m", &first, &[]));
+        assert!(format!("{head:?}").contains("kept: true"), "{head:?}");
+        // The same input and template parts: the head is taken from the state kept.
+        let mut next = first.clone();
+        next[1] = ChatMessage::new(Role::System, template.render("{\"a\": 1}".into()));
+        let again = PromptTemplate::new("SYSTEM\n{{current_state}}\nEND").unwrap();
+        let mut same = first.clone();
+        same[1] = ChatMessage::new(Role::System, again.render("{\"a\": 1}".into()));
+        let mut kept = KeyHead::default();
+        request_key_with(&mut kept, "m", &next, &[]);
+        // Another input, or another template: the head is made again, the key is right.
+        for messages in [&next, &same, &first] {
+            assert_eq!(
+                request_key_with(&mut kept, "m", messages, &[]),
+                request_key("m", messages, &[])
+            );
+        }
+        let mut other_input = next.clone();
+        other_input[0] = ChatMessage::new(Role::User, "another input");
+        assert_eq!(
+            request_key_with(&mut kept, "m", &other_input, &[]),
+            request_key("m", &other_input, &[])
         );
     }
 
