@@ -1,4 +1,4 @@
-//! `agentd eval run | resume | report` (CONTRACT v3 §13): evaluation runs for people.
+//! `agentd eval run | resume | cancel | report` (CONTRACT v3 §13): evaluation runs for people.
 //!
 //! - `eval run --agent A [--version V | --channel C] --where SQL [--limit N] [--llm live |
 //!   recorded] [--tools recorded | live] [--rate R] [--name NAME]` makes the run
@@ -6,10 +6,14 @@
 //!   at `--rate` per second. A condition PostgreSQL refuses, or one that selects nothing,
 //!   is exit 1 with nothing created.
 //! - `eval resume RUN [--rate R]` publishes again the items whose rerun has not ended (after
-//!   a crash); a rerun already known to the workers is not run twice.
+//!   a crash); a rerun already known to the workers is not run twice. A cancelled run is
+//!   refused (exit 1).
+//! - `eval cancel RUN` stops a running run: the reruns not sent yet are never sent (a
+//!   publisher still at it stops at its next message), those in flight are cancelled like
+//!   any task, and their items are filled as they end. A run that is not running: exit 1.
 //! - `eval report RUN [--min-pass RATIO]` fills what ended, prints one line per item and a
 //!   summary; exit 2 while the run is still running, 1 when it is over and its pass ratio
-//!   is below RATIO, else 0 (`core::eval::report_exit`): a CI gate.
+//!   is below RATIO (or it was cancelled), else 0 (`core::eval::report_exit`): a CI gate.
 
 use std::process::ExitCode;
 
@@ -37,7 +41,10 @@ pub enum EvalCommand {
         #[arg(long, default_value = "10/s")]
         rate: String,
     },
-    /// Print a run's items and summary; exit 2 while running, 1 below --min-pass.
+    /// Stop a running run: its reruns not sent yet are dropped, those in flight cancelled.
+    Cancel { eval_run_id: Uuid },
+    /// Print a run's items and summary; exit 2 while running, 1 below --min-pass (or, with
+    /// --min-pass, when the run was cancelled).
     Report {
         eval_run_id: Uuid,
         /// The pass ratio (0 to 1) a completed run must reach, else exit 1.
@@ -93,6 +100,7 @@ pub async fn run(settings: &Settings, command: EvalCommand) -> anyhow::Result<Ex
     match command {
         EvalCommand::Run(args) => start(settings, &args).await,
         EvalCommand::Resume { eval_run_id, rate } => resume(settings, eval_run_id, &rate).await,
+        EvalCommand::Cancel { eval_run_id } => cancel(settings, eval_run_id).await,
         EvalCommand::Report {
             eval_run_id,
             min_pass,
@@ -138,9 +146,17 @@ async fn start(settings: &Settings, args: &RunArgs) -> anyhow::Result<ExitCode> 
     let publisher = amqp::connect_declared(settings).await?;
     let sent = evals::publish(&pool, &publisher, &settings.amqp.tasks_queue, &run, rate).await;
     super::control::close(&publisher).await;
+    let sent = sent?;
+    if rows::get(&pool, run.eval_run_id)
+        .await?
+        .is_some_and(|now| now.status == "cancelled")
+    {
+        errln!("published {sent} rerun(s); the run was cancelled, nothing more is sent");
+        return Ok(ExitCode::SUCCESS);
+    }
     errln!(
         "published {} rerun(s); follow with `agentd eval report {}`",
-        sent?,
+        sent,
         run.eval_run_id
     );
     Ok(ExitCode::SUCCESS)
@@ -153,11 +169,47 @@ async fn resume(settings: &Settings, run_id: Uuid, rate: &str) -> anyhow::Result
         errln!("agentd: no evaluation run {run_id}");
         return Ok(ExitCode::FAILURE);
     };
+    if run.status == "cancelled" {
+        errln!("agentd: evaluation run {run_id} was cancelled; nothing is published again");
+        return Ok(ExitCode::FAILURE);
+    }
     let publisher = amqp::connect_declared(settings).await?;
     let sent = evals::publish(&pool, &publisher, &settings.amqp.tasks_queue, &run, rate).await;
     super::control::close(&publisher).await;
     errln!("published {} rerun(s) again", sent?);
     Ok(ExitCode::SUCCESS)
+}
+
+async fn cancel(settings: &Settings, run_id: Uuid) -> anyhow::Result<ExitCode> {
+    let pool = store::open(&settings.database.url, 2).await?;
+    let Some(run) = rows::get(&pool, run_id).await? else {
+        errln!("agentd: no evaluation run {run_id}");
+        return Ok(ExitCode::FAILURE);
+    };
+    if run.status != "running" {
+        errln!(
+            "agentd: evaluation run {run_id} is {} already; nothing to cancel",
+            run.status
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    let publisher = amqp::connect_declared(settings).await?;
+    let cancelled = evals::cancel(&pool, &publisher, settings, run_id).await;
+    super::control::close(&publisher).await;
+    match cancelled? {
+        Some(done) => {
+            outln!(
+                "cancelled evaluation run {run_id}: {} rerun(s) not sent, {} in flight cancelled",
+                done.unsent,
+                done.in_flight.len()
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            errln!("agentd: evaluation run {run_id} ended meanwhile; nothing to cancel");
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 async fn report(

@@ -185,11 +185,13 @@ impl Tally {
     }
 }
 
-/// `agentd eval report`'s exit code: 2 while the run is still running; 1 when it is over
-/// and `min_pass` is given and its pass ratio is below it; else 0.
+/// `agentd eval report`'s exit code: 2 while the run is still running; 1 when `min_pass`
+/// is given and the run was cancelled (a gate never passes a run that did not finish) or
+/// is over with a pass ratio below it; else 0.
 pub fn report_exit(status: RunStatus, tally: Tally, min_pass: Option<f64>) -> u8 {
     match (status, min_pass) {
         (RunStatus::Running, _) => 2,
+        (RunStatus::Cancelled, Some(_)) => 1,
         (_, Some(min)) if tally.pass_ratio() < min => 1,
         _ => 0,
     }
@@ -362,6 +364,9 @@ mod tests {
         assert_eq!(report_exit(RunStatus::Completed, tally, Some(0.75)), 0);
         assert_eq!(report_exit(RunStatus::Completed, tally, Some(0.76)), 1);
         assert_eq!(report_exit(RunStatus::Cancelled, tally, Some(1.0)), 1);
+        // A cancelled run fails any gate, even one its items would pass; unguarded it is 0.
+        assert_eq!(report_exit(RunStatus::Cancelled, tally, Some(0.0)), 1);
+        assert_eq!(report_exit(RunStatus::Cancelled, tally, None), 0);
         assert_eq!(report_exit(RunStatus::Completed, tally, None), 0);
         assert_eq!(
             report_exit(RunStatus::Completed, Tally::default(), Some(0.0)),

@@ -198,6 +198,7 @@ mod tests {
                 Scope::Operate,
             ),
             (&post, "/v1/evals", Scope::Operate),
+            (&post, "/v1/evals/{eval_run_id}/cancel", Scope::Operate),
             (&post, "/v1/agents", Scope::Admin),
             (&post, "/v1/agents/{agent_id}/versions", Scope::Admin),
             (

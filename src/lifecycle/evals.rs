@@ -1,8 +1,10 @@
 //! Evaluation runs (CONTRACT v3 §13), the commands `agentd eval` and `/v1/evals` share:
 //! [`create`] checks the agent and the version, selects the tasks (on the read replica when
 //! there is one) and makes the run with its `pending` items in one transaction;
-//! [`publish`] sends each item's rerun message at a bounded rate; [`spawn_sweep`] is the
-//! pass every worker runs that fills the items whose rerun ended (`store::evals::settle`).
+//! [`publish`] sends each item's rerun message at a bounded rate, until the run is
+//! cancelled ([`cancel`]: the items not sent yet are dropped, the reruns in flight are
+//! cancelled like any task); [`spawn_sweep`] is the pass every worker runs that fills the
+//! items whose rerun ended (`store::evals::settle`).
 //!
 //! A rerun's task_id is UUIDv5(eval_run_id, source_task_id), so publishing a run again
 //! (after a crash, or `agentd eval resume`) sends the same ids, and a worker runs a task
@@ -211,11 +213,32 @@ pub async fn publish(
         tokio::time::sleep_until(next).await;
         next += pause;
         let body = message(run, item).to_body()?;
+        // Marked before it is sent: a run cancelled meanwhile sends nothing more. A message
+        // marked and then lost to a crash goes out with `agentd eval resume`.
+        if !rows::mark_published(pool, run.eval_run_id, item.source_task_id).await? {
+            break;
+        }
         publisher.publish_task(tasks_queue, &body).await?;
-        rows::mark_published(pool, run.eval_run_id, item.source_task_id).await?;
         sent += 1;
     }
     Ok(sent)
+}
+
+/// Cancels `run` (see [`rows::cancel`]) and then each of its reruns in flight, as
+/// `agentd cancel` would; `None` when the run was not running.
+pub async fn cancel(
+    pool: &PgPool,
+    publisher: &Publisher,
+    settings: &crate::config::Settings,
+    run: Uuid,
+) -> anyhow::Result<Option<rows::Cancelled>> {
+    let Some(cancelled) = rows::cancel(pool, run).await? else {
+        return Ok(None);
+    };
+    for task_id in &cancelled.in_flight {
+        super::cancel::cancel_task(pool, publisher, settings, *task_id).await?;
+    }
+    Ok(Some(cancelled))
 }
 
 /// The pass every worker runs every [`SWEEP_EVERY`] until `stop`: items whose rerun ended

@@ -5,7 +5,8 @@
 //! still runs); publishing a run again
 //! reruns nothing twice (the rerun ids are UUIDv5 of run and source); a `--where` that
 //! PostgreSQL refuses, that writes, or that selects nothing exits 1 and creates nothing, and
-//! one that closes its parenthesis still selects only the agent's tasks. `routes` holds the
+//! one that closes its parenthesis still selects only the agent's tasks; a cancelled run
+//! sends nothing more and fails any gate. `routes` holds the
 //! gateway's `/v1/evals`; `unicode` what any text does on its way to the tables.
 
 mod routes;
@@ -314,6 +315,139 @@ async fn publishing_a_run_again_reruns_nothing_twice() {
     assert_eq!(env.fake.remaining(marker), 1, "nobody took the third reply");
     let rows = count(&env, "SELECT count(*) FROM tasks WHERE input = 'evalonce'").await;
     assert_eq!(rows, 2);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_run_sends_nothing_more_and_fails_the_gate() {
+    let env = TestEnv::start().await;
+    let agent = env.agent(None, None).await;
+    let marker = "evalcancel";
+    env.fake
+        .script(marker, (0..3).map(|_| answer_reply("source")).collect());
+    let mut sources = Vec::new();
+    for _ in 0..3 {
+        sources.push(completed(&env, agent, marker).await);
+    }
+    // The reruns ask the model, which holds its replies: a rerun sent stays in flight. One
+    // rerun message every 5 s: the run is cancelled after the first.
+    env.fake.hold();
+    let agent_arg = agent.to_string();
+    let publishing = Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(["eval", "run", "--agent", &agent_arg, "--where", "true"])
+        .args(["--llm", "live", "--rate", "12/m"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .envs(env_for(&env.settings))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("agentd eval run");
+    let published = "SELECT count(*) FROM eval_items i JOIN eval_runs r USING (eval_run_id) \
+                     WHERE r.agent_id = $1 AND i.status = 'published'";
+    wait::until_true(
+        "the first rerun published",
+        wait::NEXT_STEP_WITHIN,
+        || async {
+            let n: i64 = sqlx::query_scalar(published)
+                .bind(agent)
+                .fetch_one(&env.pool)
+                .await
+                .expect("published items");
+            n == 1
+        },
+    )
+    .await;
+    let run: Uuid = sqlx::query_scalar("SELECT eval_run_id FROM eval_runs WHERE agent_id = $1")
+        .bind(agent)
+        .fetch_one(&env.pool)
+        .await
+        .expect("the run");
+    let run_arg = run.to_string();
+
+    let cancel = agentd(&env, &["eval", "cancel", &run_arg]);
+    let (stdout, stderr) = text(&cancel);
+    assert!(cancel.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("2 rerun(s) not sent, 1 in flight cancelled"),
+        "{stdout}"
+    );
+    // The publisher stops at its next message instead of sending it.
+    let output = tokio::task::spawn_blocking(move || publishing.wait_with_output())
+        .await
+        .expect("join")
+        .expect("agentd eval run ends");
+    let (_, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("published 1 rerun(s); the run was cancelled"),
+        "{stderr}"
+    );
+
+    // One item was sent; its rerun is the one task of the three ids, and it is cancelled.
+    // The two never sent have no task at all.
+    let sent: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM eval_items WHERE eval_run_id = $1 AND published_at IS NOT NULL",
+    )
+    .bind(run)
+    .fetch_one(&env.pool)
+    .await
+    .expect("count");
+    assert_eq!(sent, 1);
+    let reruns: Vec<Uuid> = items(&env, run).await.iter().map(|f| f.1).collect();
+    let known: Vec<Uuid> = sqlx::query_scalar("SELECT task_id FROM tasks WHERE task_id = ANY($1)")
+        .bind(&reruns)
+        .fetch_all(&env.pool)
+        .await
+        .expect("reruns recorded");
+    assert_eq!(known.len(), 1, "only the rerun sent is a task: {known:?}");
+    assert_eq!(env.wait_terminal(known[0]).await.status, "cancelled");
+
+    // The report fills the cancelled rerun's item; any gate fails, no gate is 0.
+    let gate = agentd(&env, &["eval", "report", &run_arg, "--min-pass", "0"]);
+    assert_eq!(gate.status.code(), Some(1), "{:?}", text(&gate));
+    let report = agentd(&env, &["eval", "report", &run_arg]);
+    assert_eq!(report.status.code(), Some(0), "{:?}", text(&report));
+    let facts = items(&env, run).await;
+    assert!(
+        facts
+            .iter()
+            .all(|f| f.2 == "cancelled" && f.3 != Some(true)),
+        "{facts:?}"
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM eval_runs WHERE eval_run_id = $1")
+        .bind(run)
+        .fetch_one(&env.pool)
+        .await
+        .expect("status");
+    assert_eq!(
+        status, "cancelled",
+        "the sweep does not complete a cancelled run"
+    );
+
+    // Again, resumed, or unknown: exit 1 with the reason, nothing sent.
+    for (args, says) in [
+        (
+            vec!["eval", "cancel", run_arg.as_str()],
+            "cancelled already",
+        ),
+        (vec!["eval", "resume", run_arg.as_str()], "was cancelled"),
+    ] {
+        let output = agentd(&env, &args);
+        assert_eq!(output.status.code(), Some(1), "{:?}", text(&output));
+        assert!(text(&output).1.contains(says), "{:?}", text(&output));
+    }
+    let unknown = Uuid::now_v7().to_string();
+    let output = agentd(&env, &["eval", "cancel", &unknown]);
+    assert_eq!(output.status.code(), Some(1), "{:?}", text(&output));
+    assert!(
+        text(&output).1.contains("no evaluation run"),
+        "{:?}",
+        text(&output)
+    );
+    // The three sources asked the model; the one rerun sent may have, before its cancel.
+    let asked = env.fake.requests_for(marker).len();
+    assert!((3..=4).contains(&asked), "{asked} requests");
+    env.fake.release();
     env.stop().await;
 }
 

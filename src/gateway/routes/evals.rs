@@ -1,5 +1,5 @@
 //! `/v1/evals` (CONTRACT v3 §13): start an evaluation run from a structured selection (the
-//! gateway never takes SQL) and read a run with its items. The rules are
+//! gateway never takes SQL), read a run with its items, cancel a running one. The rules are
 //! [`crate::lifecycle::evals`]'s, the same as `agentd eval`'s. Both need the `operate`
 //! scope to write and `read` to read; another tenant's agent or run is 404, like a missing
 //! one. The reruns are published after the answer, at the run's `rate`; a gateway that
@@ -306,6 +306,51 @@ pub async fn get_eval(
     if rows::get(state.pool(), eval_run_id).await?.is_none() {
         return Err(not_found());
     }
+    rows::settle::settle(state.pool(), Some(eval_run_id)).await?;
+    let run = rows::get(state.pool(), eval_run_id)
+        .await?
+        .ok_or_else(not_found)?;
+    let items = rows::items(state.pool(), eval_run_id).await?;
+    Ok(Json(EvalRun::new(run, items)))
+}
+
+/// Cancels a running run: its reruns not sent yet are never sent, those in flight are
+/// cancelled like any task (their items are filled as they end).
+#[utoipa::path(
+    post,
+    path = "/v1/evals/{eval_run_id}/cancel",
+    tag = "evals",
+    params(("eval_run_id" = Uuid, Path, description = "The evaluation run")),
+    responses(
+        (status = 200, description = "The run, now cancelled", body = EvalRun),
+        (status = 404, description = "No such run (eval_not_found)", body = ErrorBody),
+        (status = 409, description = "The run is not running: completed or cancelled already (eval_not_running)", body = ErrorBody),
+        (status = 503, description = "The database or the broker is unavailable", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn cancel_eval(
+    State(state): State<AppState>,
+    ApiPath(eval_run_id): ApiPath<Uuid>,
+) -> Result<Json<EvalRun>, ApiError> {
+    let not_found =
+        || ApiError::not_found("eval_not_found", format!("no evaluation run {eval_run_id}"));
+    let Some(run) = rows::get(state.pool(), eval_run_id).await? else {
+        return Err(not_found());
+    };
+    let settings = state.settings();
+    let cancelled = evals::cancel(state.pool(), state.publisher(), settings, eval_run_id)
+        .await
+        .map_err(|err| ApiError::from_failure(&err))?;
+    if cancelled.is_none() {
+        let problem = format!("evaluation run {eval_run_id} is {} already", run.status);
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "eval_not_running",
+            problem,
+        ));
+    }
+    state.readers().note_write().await;
     rows::settle::settle(state.pool(), Some(eval_run_id)).await?;
     let run = rows::get(state.pool(), eval_run_id)
         .await?

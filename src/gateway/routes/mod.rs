@@ -64,6 +64,7 @@ pub fn api(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(schedules::actions::schedule_fires))
         .routes(routes!(evals::create_eval))
         .routes(routes!(evals::get_eval))
+        .routes(routes!(evals::cancel_eval))
         .route_layer(from_fn_with_state(state.clone(), access::authorize))
         .route_layer(from_fn_with_state(state.clone(), auth::require_token));
     let stream = OpenApiRouter::new()

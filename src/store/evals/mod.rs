@@ -1,5 +1,5 @@
 //! `eval_runs` and `eval_items` (CONTRACT v3 §13): a run and its items made in one
-//! transaction, the items still to publish, a run read with its items. Which tasks a run
+//! transaction, the items still to publish, a run cancelled, a run read with its items. Which tasks a run
 //! takes is [`select`]'s; filling the items when their reruns end is [`settle`]'s.
 
 pub mod select;
@@ -125,17 +125,74 @@ pub async fn outgoing(pool: &PgPool, run: Uuid) -> sqlx::Result<Vec<Outgoing>> {
     .await
 }
 
-/// Marks an item published (a no-op once its rerun has ended).
-pub async fn mark_published(pool: &PgPool, run: Uuid, source: Uuid) -> sqlx::Result<()> {
-    sqlx::query(
-        "UPDATE eval_items SET status = 'published', published_at = coalesce(published_at, now()) \
-         WHERE eval_run_id = $1 AND source_task_id = $2 AND status IN ('pending', 'published')",
+/// Marks an item published, before its message is sent, while its run is running (a no-op
+/// once its rerun has ended). `false`: the run is no longer running (it was cancelled),
+/// and nothing more of it is to be sent.
+pub async fn mark_published(pool: &PgPool, run: Uuid, source: Uuid) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "WITH marked AS ( \
+             UPDATE eval_items i \
+             SET status = 'published', published_at = coalesce(published_at, now()) \
+             FROM eval_runs r \
+             WHERE r.eval_run_id = i.eval_run_id AND r.status = 'running' \
+               AND i.eval_run_id = $1 AND i.source_task_id = $2 \
+               AND i.status IN ('pending', 'published') \
+             RETURNING 1) \
+         SELECT EXISTS (SELECT 1 FROM eval_runs WHERE eval_run_id = $1 AND status = 'running')",
     )
     .bind(run)
     .bind(source)
-    .execute(pool)
+    .fetch_one(pool)
+    .await
+}
+
+/// Cancels `run` if it is running, in one transaction: the run becomes `cancelled`, its
+/// items never published become `cancelled` (nothing will send them), and the reruns
+/// already sent that have not ended are returned, to be cancelled like any task. `None`:
+/// the run was not running (none, completed, or cancelled already).
+pub async fn cancel(pool: &PgPool, run: Uuid) -> sqlx::Result<Option<Cancelled>> {
+    let mut tx = pool.begin().await?;
+    let cancelled: Option<Uuid> = sqlx::query_scalar(
+        "UPDATE eval_runs SET status = 'cancelled', finished_at = now() \
+         WHERE eval_run_id = $1 AND status = 'running' RETURNING eval_run_id",
+    )
+    .bind(run)
+    .fetch_optional(&mut *tx)
     .await?;
-    Ok(())
+    if cancelled.is_none() {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let unsent = sqlx::query(
+        "UPDATE eval_items SET status = 'cancelled', finished_at = now() \
+         WHERE eval_run_id = $1 AND status = 'pending'",
+    )
+    .bind(run)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let in_flight: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT i.rerun_task_id FROM eval_items i \
+         LEFT JOIN tasks t ON t.task_id = i.rerun_task_id \
+         WHERE i.eval_run_id = $1 AND i.status = 'published' \
+           AND (t.status IS NULL OR t.status IN ('pending', 'running', 'waiting')) \
+         ORDER BY i.rerun_task_id",
+    )
+    .bind(run)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(Cancelled { unsent, in_flight }))
+}
+
+/// What [`cancel`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancelled {
+    /// Items never published, now `cancelled`.
+    pub unsent: u64,
+    /// The reruns sent that had not ended (a rerun whose message is still queued has no
+    /// row yet).
+    pub in_flight: Vec<Uuid>,
 }
 
 /// A run, `None` when there is none.

@@ -152,6 +152,7 @@ async fn the_openapi_document_lists_every_route_and_matches_the_router() {
         ("/v1/schedules/{schedule_id}/fires", "get"),
         ("/v1/evals", "post"),
         ("/v1/evals/{eval_run_id}", "get"),
+        ("/v1/evals/{eval_run_id}/cancel", "post"),
         ("/healthz", "get"),
     ];
     let documented = documented_operations(&doc);

@@ -82,7 +82,11 @@ async fn the_routes_start_and_read_runs_of_the_caller_s_tenant_only() {
     let agent = agent_in(&env, "acme").await;
     env.fake.script(
         "evalroute",
-        vec![answer_reply("routed"), answer_reply("routed")],
+        vec![
+            answer_reply("routed"),
+            answer_reply("routed"),
+            answer_reply("routed"),
+        ],
     );
     let source = env.submit(agent, "evalroute").await;
     assert_eq!(env.wait_terminal(source).await.status, "completed");
@@ -176,6 +180,34 @@ async fn the_routes_start_and_read_runs_of_the_caller_s_tenant_only() {
     assert_documented(&doc, "EvalRun", &read);
     let (status, admin) = call(&gateway, &path, "static-admin", None).await;
     assert_eq!((status, &admin["eval_run_id"]), (200, &json!(run)));
+
+    // Cancelling: `operate` of the run's tenant, only while it runs.
+    let cancel = format!("{path}/cancel");
+    for (token, status, code) in [
+        (&reader, 403, "missing_scope"),
+        (&stranger, 404, "eval_not_found"),
+        (&operator, 409, "eval_not_running"),
+    ] {
+        let (got, answer) = call(&gateway, &cancel, token, Some(json!({}))).await;
+        assert_eq!((got, &answer["error"]["code"]), (status, &json!(code)));
+    }
+    let unknown = format!("/v1/evals/{}/cancel", Uuid::now_v7());
+    let (status, _) = call(&gateway, &unknown, &operator, Some(json!({}))).await;
+    assert_eq!(status, 404);
+    env.fake.hold();
+    let again = json!({"agent_id": agent, "status": "completed", "rate": 50.0});
+    let (status, second) = call(&gateway, "/v1/evals", &operator, Some(again)).await;
+    assert_eq!(status, 201, "{second}");
+    let second_cancel = format!(
+        "/v1/evals/{}/cancel",
+        second["eval_run_id"].as_str().unwrap()
+    );
+    let (status, cancelled) = call(&gateway, &second_cancel, &operator, Some(json!({}))).await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled");
+    assert!(doc["paths"]["/v1/evals/{eval_run_id}/cancel"]["post"].is_object());
+    assert_documented(&doc, "EvalRun", &cancelled);
+    env.fake.release();
     gateway.stop().await;
     env.stop().await;
 }
