@@ -306,10 +306,15 @@ pub async fn get_eval(
     if rows::get(state.pool(), eval_run_id).await?.is_none() {
         return Err(not_found());
     }
+    settled(&state, eval_run_id).await
+}
+
+/// The run with its items, those whose rerun ended filled first.
+async fn settled(state: &AppState, eval_run_id: Uuid) -> Result<Json<EvalRun>, ApiError> {
     rows::settle::settle(state.pool(), Some(eval_run_id)).await?;
-    let run = rows::get(state.pool(), eval_run_id)
-        .await?
-        .ok_or_else(not_found)?;
+    let run = rows::get(state.pool(), eval_run_id).await?.ok_or_else(|| {
+        ApiError::not_found("eval_not_found", format!("no evaluation run {eval_run_id}"))
+    })?;
     let items = rows::items(state.pool(), eval_run_id).await?;
     Ok(Json(EvalRun::new(run, items)))
 }
@@ -351,12 +356,7 @@ pub async fn cancel_eval(
         ));
     }
     state.readers().note_write().await;
-    rows::settle::settle(state.pool(), Some(eval_run_id)).await?;
-    let run = rows::get(state.pool(), eval_run_id)
-        .await?
-        .ok_or_else(not_found)?;
-    let items = rows::items(state.pool(), eval_run_id).await?;
-    Ok(Json(EvalRun::new(run, items)))
+    settled(&state, eval_run_id).await
 }
 
 /// A refusal or failure of [`evals::create`] as the gateway answers it.
