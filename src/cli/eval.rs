@@ -197,13 +197,19 @@ async fn cancel(settings: &Settings, run_id: Uuid) -> anyhow::Result<ExitCode> {
     let cancelled = evals::cancel(&pool, &publisher, settings, run_id).await;
     super::control::close(&publisher).await;
     match cancelled? {
-        Some(done) => {
+        Some((done, unreached)) => {
             outln!(
                 "cancelled evaluation run {run_id}: {} rerun(s) not sent, {} in flight cancelled",
                 done.unsent,
-                done.in_flight.len()
+                done.in_flight.len() - unreached.len()
             )?;
-            Ok(ExitCode::SUCCESS)
+            if unreached.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            for task_id in &unreached {
+                errln!("agentd: rerun {task_id} was not cancelled; `agentd cancel {task_id}`");
+            }
+            Ok(ExitCode::FAILURE)
         }
         None => {
             errln!("agentd: evaluation run {run_id} ended meanwhile; nothing to cancel");

@@ -225,20 +225,27 @@ pub async fn publish(
 }
 
 /// Cancels `run` (see [`rows::cancel`]) and then each of its reruns in flight, as
-/// `agentd cancel` would; `None` when the run was not running.
+/// `agentd cancel` would; `None` when the run was not running. The run stays cancelled
+/// whatever happens to those cancels: the reruns one could not reach (the broker away)
+/// are returned, to be cancelled by id (`agentd cancel`), or left to end on their own.
 pub async fn cancel(
     pool: &PgPool,
     publisher: &Publisher,
     settings: &crate::config::Settings,
     run: Uuid,
-) -> anyhow::Result<Option<rows::Cancelled>> {
+) -> anyhow::Result<Option<(rows::Cancelled, Vec<Uuid>)>> {
     let Some(cancelled) = rows::cancel(pool, run).await? else {
         return Ok(None);
     };
+    let mut unreached = Vec::new();
     for task_id in &cancelled.in_flight {
-        super::cancel::cancel_task(pool, publisher, settings, *task_id).await?;
+        if let Err(err) = super::cancel::cancel_task(pool, publisher, settings, *task_id).await {
+            tracing::warn!(eval_run_id = %run, %task_id, error = %format!("{err:#}"),
+                "a rerun of a cancelled evaluation run was not cancelled");
+            unreached.push(*task_id);
+        }
     }
-    Ok(Some(cancelled))
+    Ok(Some((cancelled, unreached)))
 }
 
 /// The pass every worker runs every [`SWEEP_EVERY`] until `stop`: items whose rerun ended
