@@ -117,10 +117,11 @@ proptest! {
     fn the_request_key_hashes_the_canonical_text(
         messages in proptest::collection::vec(request_message(), 0..6),
         model in unicode_text(),
+        name in unicode_text(),
         description in unicode_text(),
     ) {
         let tools = [ToolSpec {
-            name: "calculate".into(),
+            name,
             description,
             parameters: json!({"type": "object", "properties": {"expression": {"type": "string"}}}),
         }];

@@ -71,7 +71,6 @@ impl std::io::Write for Hashing {
 #[derive(Default)]
 pub(super) struct Scratch {
     value: Vec<u8>,
-    quoted: Vec<u8>,
 }
 
 impl Scratch {
@@ -82,25 +81,52 @@ impl Scratch {
     }
 
     /// Writes `text` as the contents of a JSON string (escaped, without the quotes).
-    /// Escaping goes character by character, so pieces escaped one by one make the
-    /// escaped whole.
     pub(super) fn escaped(&mut self, text: &str, out: &mut Hashing) {
-        self.quoted.clear();
-        let _ = serde_json::to_writer(&mut self.quoted, text);
-        if let Some(inner) = self.quoted.get(1..self.quoted.len().saturating_sub(1)) {
-            out.put(inner);
-        }
+        put_escaped(text.as_bytes(), out);
     }
 
     /// Writes `value`'s JSON text as the contents of a JSON string.
     pub(super) fn escaped_json(&mut self, value: &Value, out: &mut Hashing) {
         self.value.clear();
         let _ = serde_json::to_writer(&mut self.value, value);
-        let text = std::mem::take(&mut self.value);
-        // serde_json writes valid UTF-8.
-        self.escaped(std::str::from_utf8(&text).unwrap_or_default(), out);
-        self.value = text;
+        put_escaped(&self.value, out);
     }
+}
+
+/// Writes `text` escaped as `serde_json` escapes a string's contents (`"` and `\` with a
+/// backslash, control characters as `\n` or `\u001f`, everything else as it is), the
+/// runs between escapes straight into `out`. Escaping goes byte by byte, so pieces escaped
+/// one by one make the escaped whole.
+fn put_escaped(text: &[u8], out: &mut Hashing) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut run = 0;
+    for (at, byte) in text.iter().enumerate() {
+        let short = match byte {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            0x08 => b'b',
+            0x0c => b'f',
+            b'\n' => b'n',
+            b'\r' => b'r',
+            b'\t' => b't',
+            0x00..=0x1f => 0,
+            _ => continue,
+        };
+        out.put(&text[run..at]);
+        match short {
+            0 => out.put(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]),
+            short => out.put(&[b'\\', short]),
+        }
+        run = at + 1;
+    }
+    out.put(&text[run..]);
 }
 
 /// The hash state after a task's head, for its next request (see the module doc).
@@ -166,5 +192,32 @@ impl KeyHead {
         self.parts = Some(Arc::clone(parts));
         self.len = out.save_at.unwrap_or_default();
         self.state = Some(state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn hashed(write: impl FnOnce(&mut Hashing)) -> Vec<u8> {
+        let mut out = Hashing::new(Sha256::new(), 0, None);
+        write(&mut out);
+        out.finish().to_vec()
+    }
+
+    proptest! {
+        /// Escaping into the hasher writes what `serde_json` writes inside a string's
+        /// quotes, for any text (every control character, NUL and quotes included).
+        #[test]
+        fn escaping_is_serde_json_s(text in "(\\PC|[\\x00-\\x1f\\x7f\"\\\\])*") {
+            let expected = Sha256::digest(escape(&text).as_bytes()).to_vec();
+            prop_assert_eq!(hashed(|out| Scratch::default().escaped(&text, out)), expected);
+            let value = Value::String(text.clone());
+            let inner = escape(&value.to_string());
+            let expected = Sha256::digest(inner.as_bytes()).to_vec();
+            prop_assert_eq!(hashed(|out| Scratch::default().escaped_json(&value, out)), expected);
+        }
     }
 }

@@ -1,13 +1,13 @@
 //! The masking of the canonical form (see the parent module's doc): the ids a request
 //! names under `task_id`, `trace_id` and `tool_call_id`, numbered per kind in order of first
 //! appearance and replaced wherever they occur, RFC 3339 times under `_at` keys and elapsed
-//! times. Which strings may quote an id is found in one Aho-Corasick pass.
+//! times. Which strings may quote an id is found in one pass over each ([`IdFinder`]).
 
 use std::collections::HashMap;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use serde_json::{Map, Value};
 
+use super::finder::IdFinder;
 use super::{ELAPSED, TIMESTAMP};
 
 /// Keys whose string value is an id that differs between runs.
@@ -22,8 +22,8 @@ pub(super) struct Masker {
     /// Ids in order of first appearance, the order they are replaced in inside text.
     order: Vec<String>,
     counts: HashMap<&'static str, usize>,
-    /// Finds whether a string holds any id, in one pass ([`Self::prepare`]).
-    finder: Option<AhoCorasick>,
+    /// Finds whether a string holds any id ([`Self::prepare`]); none without ids.
+    finder: Option<IdFinder>,
 }
 
 impl Masker {
@@ -56,24 +56,14 @@ impl Masker {
 
     /// Builds the finder over the ids collected (none: no string holds an id).
     pub(super) fn prepare(&mut self) {
-        self.finder = match self.order.is_empty() {
-            true => None,
-            // Built for every request: a noncontiguous NFA is the cheapest to build (a DFA, the
-            // default for a few ids, costs more to build than it saves here).
-            false => AhoCorasick::builder()
-                .kind(Some(AhoCorasickKind::NoncontiguousNFA))
-                .build(&self.order)
-                .ok(),
-        };
+        self.finder = IdFinder::new(&self.order);
     }
 
-    /// Whether `text` may hold an id (equal to one, or quoting one).
+    /// Whether `text` holds an id (equal to one, or quoting one).
     fn may_hold_id(&self, text: &str) -> bool {
-        match &self.finder {
-            Some(finder) => finder.is_match(text),
-            // No finder: no ids, or it could not be built (then look the slow way).
-            None => !self.order.is_empty(),
-        }
+        self.finder
+            .as_ref()
+            .is_some_and(|finder| finder.holds(&self.order, text))
     }
 
     /// Masks `value` in place; `key` is the key it sits under.

@@ -27,6 +27,7 @@
 //! `canonical(..).to_string()`; [`request_key_with`] also starts a task's later requests
 //! from the hash state after the head they share (`hashing`).
 
+mod finder;
 mod hashing;
 mod mask;
 
@@ -97,7 +98,8 @@ pub fn request_key_with(
     out.put(b"],\"model\":");
     scratch.json(&model, &mut out);
     out.put(b",\"tools\":");
-    scratch.json(&tools_value(tools), &mut out);
+    let tools: Vec<KeyTool<'_>> = tools.iter().map(KeyTool::of).collect();
+    scratch.json(&tools, &mut out);
     out.put(b"}");
     head.keep(&mut out, messages);
     hex(&out.finish())
@@ -142,6 +144,35 @@ fn tools_value(tools: &[ToolSpec]) -> Value {
         })
         .collect();
     Value::Array(tools)
+}
+
+/// A tool as [`tools_value`] makes it, serialized without building the value: the fields
+/// in the order `serde_json` sorts them.
+#[derive(serde::Serialize)]
+struct KeyTool<'a> {
+    function: KeyFunction<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct KeyFunction<'a> {
+    description: &'a str,
+    name: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> KeyTool<'a> {
+    fn of(tool: &'a ToolSpec) -> Self {
+        Self {
+            function: KeyFunction {
+                description: &tool.description,
+                name: &tool.name,
+                parameters: &tool.parameters,
+            },
+            kind: "function",
+        }
+    }
 }
 
 fn role_name(role: Role) -> &'static str {
