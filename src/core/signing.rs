@@ -9,6 +9,8 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::core::text::hex;
+
 type HmacSha256 = Hmac<Sha256>;
 
 /// The AMQP header naming the key a control message is signed with.
@@ -73,16 +75,6 @@ fn mac(secret: &[u8]) -> HmacSha256 {
         Ok(mac) => mac,
         Err(_) => unreachable!("HMAC accepts keys of every length"),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    text
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

@@ -118,6 +118,17 @@ pub fn escape(text: &str) -> String {
         .to_owned()
 }
 
+/// Lowercase hex of `bytes` (digests, signatures).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    out
+}
+
 /// A piece of a message's text, as the request body needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Piece<'a> {

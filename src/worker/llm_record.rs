@@ -17,7 +17,8 @@ use sha2::{Digest as _, Sha256};
 use uuid::Uuid;
 
 use crate::core::call_record::{RecordMode, Redactor, stored_part, stored_response};
-use crate::core::request_key::{KeyHead, hex};
+use crate::core::request_key::KeyHead;
+use crate::core::text::hex;
 use crate::ports::BodyPart;
 use crate::store::llm_record::CallRecord;
 
@@ -70,17 +71,17 @@ impl Recording {
             return;
         }
         let mut parts: Vec<SentPart> = Vec::with_capacity(sent.len());
-        let mut sha = Sha256::new();
-        // Whether every part so far is the previous attempt's, at the same place.
-        let mut shared = true;
+        // The hasher from the first part that is not the previous attempt's at the same
+        // place; until then each part's state is the previous attempt's.
+        let mut sha: Option<Sha256> = None;
         for (index, part) in sent.iter().enumerate() {
             let before = self.previous.get(index).filter(|b| b.bytes == part.bytes);
-            let state = match before {
-                Some(before) if shared => before.state.clone(),
-                _ => {
-                    if std::mem::take(&mut shared) {
-                        sha = parts.last().map_or_else(Sha256::new, |p| p.state.clone());
-                    }
+            let state = match (before, &mut sha) {
+                (Some(before), None) => before.state.clone(),
+                (_, sha) => {
+                    let sha = sha.get_or_insert_with(|| {
+                        parts.last().map_or_else(Sha256::new, |p| p.state.clone())
+                    });
                     sha.update(&part.bytes);
                     sha.clone()
                 }

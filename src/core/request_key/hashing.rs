@@ -1,5 +1,5 @@
 //! The canonical text of a request written straight into SHA-256 ([`Hashing`]), through
-//! buffers reused for one key ([`Scratch`]), and the hash state after a task's fixed head
+//! a buffer reused for one key ([`Scratch`]), and the hash state after a task's fixed head
 //! kept between its requests ([`KeyHead`]).
 //!
 //! The head is what every request of a task begins with: `{"messages":[`, the user's input
@@ -54,6 +54,17 @@ impl Hashing {
     pub(super) fn finish(self) -> sha2::digest::Output<Sha256> {
         self.sha.finalize()
     }
+
+    /// Writes `value` as JSON.
+    pub(super) fn json(&mut self, value: &impl serde::Serialize) {
+        // Writing into a hasher cannot fail, nor can serializing a `Value` or a `&str`.
+        let _ = serde_json::to_writer(self, value);
+    }
+
+    /// Writes `text` as the contents of a JSON string (escaped, without the quotes).
+    pub(super) fn escaped(&mut self, text: &str) {
+        put_escaped(text.as_bytes(), self);
+    }
 }
 
 impl std::io::Write for Hashing {
@@ -67,24 +78,13 @@ impl std::io::Write for Hashing {
     }
 }
 
-/// Buffers reused while one key is written.
+/// The buffer a JSON value is written into before it is escaped, reused for one key.
 #[derive(Default)]
 pub(super) struct Scratch {
     value: Vec<u8>,
 }
 
 impl Scratch {
-    /// Writes `value` as JSON.
-    pub(super) fn json(&mut self, value: &impl serde::Serialize, out: &mut Hashing) {
-        // Writing into a hasher cannot fail, nor can serializing a `Value` or a `&str`.
-        let _ = serde_json::to_writer(&mut *out, value);
-    }
-
-    /// Writes `text` as the contents of a JSON string (escaped, without the quotes).
-    pub(super) fn escaped(&mut self, text: &str, out: &mut Hashing) {
-        put_escaped(text.as_bytes(), out);
-    }
-
     /// Writes `value`'s JSON text as the contents of a JSON string.
     pub(super) fn escaped_json(&mut self, value: &Value, out: &mut Hashing) {
         self.value.clear();
@@ -213,7 +213,7 @@ mod tests {
         #[test]
         fn escaping_is_serde_json_s(text in "(\\PC|[\\x00-\\x1f\\x7f\"\\\\])*") {
             let expected = Sha256::digest(escape(&text).as_bytes()).to_vec();
-            prop_assert_eq!(hashed(|out| Scratch::default().escaped(&text, out)), expected);
+            prop_assert_eq!(hashed(|out| out.escaped(&text)), expected);
             let value = Value::String(text.clone());
             let inner = escape(&value.to_string());
             let expected = Sha256::digest(inner.as_bytes()).to_vec();

@@ -38,7 +38,7 @@ pub use hashing::KeyHead;
 use hashing::{Hashing, Scratch};
 use mask::Masker;
 
-use crate::core::text::{Piece, Text};
+use crate::core::text::{Piece, Text, hex};
 use crate::core::types::{ChatMessage, Role, ToolSpec};
 
 /// Replaces an RFC 3339 time under a key ending in `_at`.
@@ -53,17 +53,6 @@ pub fn sha256_hex<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> String {
         hasher.update(chunk);
     }
     hex(&hasher.finalize())
-}
-
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    out
 }
 
 /// The request key: lowercase hex SHA-256 of [`canonical`]'s JSON text, written into the
@@ -96,10 +85,10 @@ pub fn request_key_with(
         out.put(b"\"}");
     }
     out.put(b"],\"model\":");
-    scratch.json(&model, &mut out);
+    out.json(&model);
     out.put(b",\"tools\":");
     let tools: Vec<KeyTool<'_>> = tools.iter().map(KeyTool::of).collect();
-    scratch.json(&tools, &mut out);
+    out.json(&tools);
     out.put(b"}");
     head.keep(&mut out, messages);
     hex(&out.finish())
@@ -228,7 +217,7 @@ impl Content {
                         (Piece::Escaped(part), _) => out.put(part.as_bytes()),
                         // A snapshot's every hole holds the fill, masked.
                         (Piece::Raw(_), Self::Snapshot(value)) => scratch.escaped_json(value, out),
-                        (Piece::Raw(text), _) => scratch.escaped(text, out),
+                        (Piece::Raw(text), _) => out.escaped(text),
                     }
                 }
             }

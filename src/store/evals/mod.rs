@@ -1,6 +1,7 @@
 //! `eval_runs` and `eval_items` (CONTRACT v3 §13): a run and its items made in one
-//! transaction, the items still to publish, a run cancelled, a run read with its items. Which tasks a run
-//! takes is [`select`]'s; filling the items when their reruns end is [`settle`]'s.
+//! transaction, the items still to publish, a run cancelled, a run read with its items.
+//! Which tasks a run takes is [`select`]'s; filling the items when their reruns end is
+//! [`settle`]'s.
 
 pub mod select;
 pub mod settle;
